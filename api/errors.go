@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
+)
+
+// Reasons produced by the API layer itself (domain reasons come from fsm).
+const (
+	ReasonNotLeader     = "NOT_LEADER"
+	ReasonNoLeader      = "NO_LEADER"
+	ReasonIndeterminate = "INDETERMINATE"
+	ReasonShuttingDown  = "SHUTTING_DOWN"
+	ReasonUnauth        = "UNAUTHENTICATED"
+	ReasonInvalid       = "INVALID_ARGUMENT"
+	ReasonNotFound      = "NOT_FOUND"
+)
+
+var reasonCodes = map[fsm.Reason]connect.Code{
+	fsm.ReasonNotFound:        connect.CodeNotFound,
+	fsm.ReasonInvalidArgument: connect.CodeInvalidArgument,
+	fsm.ReasonSeqMismatch:     connect.CodeAborted,
+	fsm.ReasonSessionStopped:  connect.CodeFailedPrecondition,
+	fsm.ReasonAlreadyExists:   connect.CodeAlreadyExists,
+}
+
+// newError builds a Connect error carrying an ErrorInfo detail.
+func newError(code connect.Code, info *fakv1.ErrorInfo, msg string) *connect.Error {
+	ce := connect.NewError(code, errors.New(msg))
+	if d, err := connect.NewErrorDetail(info); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+func invalidArgument(format string, args ...any) *connect.Error {
+	return newError(connect.CodeInvalidArgument, &fakv1.ErrorInfo{Reason: ReasonInvalid}, fmt.Sprintf(format, args...))
+}
+
+// toConnectError maps a domain or cluster error to a Connect error.
+func toConnectError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var fe *fsm.Error
+	if errors.As(err, &fe) {
+		code, ok := reasonCodes[fe.Reason]
+		if !ok {
+			code = connect.CodeFailedPrecondition
+		}
+		return newError(code, &fakv1.ErrorInfo{Reason: string(fe.Reason), HeadSeq: fe.HeadSeq}, fe.Message)
+	}
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return newError(connect.CodeUnavailable, &fakv1.ErrorInfo{Reason: ReasonNotLeader}, err.Error())
+	case errors.Is(err, cluster.ErrIndeterminate):
+		return newError(connect.CodeUnavailable, &fakv1.ErrorInfo{Reason: ReasonIndeterminate}, err.Error())
+	case errors.Is(err, cluster.ErrShutdown):
+		return newError(connect.CodeUnavailable, &fakv1.ErrorInfo{Reason: ReasonShuttingDown}, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+// retryable reports whether a write or read-index attempt may be retried on
+// the (possibly new) leader. Writes carry request ids, so even an
+// indeterminate outcome is safe to retry.
+func retryable(err error) bool {
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrIndeterminate) {
+		return true
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Code() == connect.CodeUnavailable
+	}
+	return false
+}

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Forwarding. A write received by a follower is sent to the leader as the
+// same RPC (with the request id already stamped, so a retry after an
+// indeterminate failure is deduplicated by the FSM). Across an election the
+// attempt is retried with backoff for up to holdTimeout, like Consul's
+// RPCHoldTimeout.
+const (
+	holdTimeout     = 7 * time.Second
+	minRetryBackoff = 10 * time.Millisecond
+	maxRetryBackoff = 200 * time.Millisecond
+
+	// headerForwarded marks a forwarded call; a non-leader receiving one
+	// answers NOT_LEADER instead of forwarding again (no loops).
+	headerForwarded = "Fak-Forwarded-By"
+)
+
+// peerClients are Connect clients for one peer's API address.
+type peerClients struct {
+	session fakv1connect.SessionServiceClient
+	cluster fakv1connect.ClusterServiceClient
+}
+
+type peerPool struct {
+	httpClient *http.Client
+	mu         sync.Mutex
+	peers      map[string]*peerClients
+}
+
+func newPeerPool() *peerPool {
+	t := &http.Transport{MaxIdleConnsPerHost: 64}
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetUnencryptedHTTP2(true)
+	return &peerPool{httpClient: &http.Client{Transport: t}, peers: make(map[string]*peerClients)}
+}
+
+func (p *peerPool) get(addr string) *peerClients {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.peers[addr]; ok {
+		return c
+	}
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	c := &peerClients{
+		session: fakv1connect.NewSessionServiceClient(p.httpClient, base),
+		cluster: fakv1connect.NewClusterServiceClient(p.httpClient, base),
+	}
+	p.peers[addr] = c
+	return c
+}
+
+// forwardHeaders copies the caller's credentials onto a forwarded call.
+func (s *Server) forwardHeaders(dst, src http.Header) {
+	if v := src.Get("Authorization"); v != "" {
+		dst.Set("Authorization", v)
+	}
+	dst.Set(headerForwarded, s.cfg.NodeName)
+}
+
+// leaderCall runs local when this node is the ready leader, otherwise
+// remote against the leader's clients, retrying retryable failures until
+// holdTimeout. A request that was itself forwarded is never forwarded again.
+func leaderCall[T any](ctx context.Context, s *Server, hdr http.Header,
+	local func(context.Context) (T, error),
+	remote func(context.Context, *peerClients) (T, error),
+) (T, error) {
+	var zero T
+	deadline := time.Now().Add(holdTimeout)
+	backoff := minRetryBackoff
+	forwarded := hdr.Get(headerForwarded) != ""
+	var lastErr error
+	for {
+		if s.cluster.IsLeader() {
+			v, err := local(ctx)
+			if err == nil || !retryable(err) {
+				return v, err
+			}
+			lastErr = err
+		} else if forwarded {
+			return zero, cluster.ErrNotLeader
+		} else if _, addr := s.cluster.Leader(); addr != "" && addr != s.cfg.APIAddr {
+			v, err := remote(ctx, s.peers.get(addr))
+			if err == nil || !retryable(err) {
+				return v, err
+			}
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			if lastErr == nil {
+				return zero, newError(connect.CodeUnavailable, &fakv1.ErrorInfo{Reason: ReasonNoLeader},
+					"no leader elected within "+holdTimeout.String())
+			}
+			return zero, lastErr
+		}
+		select {
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxRetryBackoff)
+	}
+}
+
+// propose applies cmd on the leader (this node, or through local/remote)
+// and turns a domain error in the result into an error.
+func (s *Server) apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	res, err := s.cluster.Apply(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if derr := fsm.ResultError(res); derr != nil {
+		return nil, derr
+	}
+	return res, nil
+}
+
+// readBarrier makes a read linearizable: obtain a read index from the
+// leader (or this node when it leads) and wait until the local FSM has
+// applied it. Stale reads skip it.
+func (s *Server) readBarrier(ctx context.Context, hdr http.Header, c fakv1.ReadConsistency) error {
+	if c == fakv1.ReadConsistency_READ_CONSISTENCY_STALE {
+		return nil
+	}
+	idx, err := leaderCall(ctx, s, hdr,
+		func(ctx context.Context) (uint64, error) { return s.cluster.ReadIndex(ctx) },
+		func(ctx context.Context, p *peerClients) (uint64, error) {
+			req := connect.NewRequest(&fakv1.ReadIndexRequest{})
+			s.forwardHeaders(req.Header(), hdr)
+			resp, err := p.cluster.ReadIndex(ctx, req)
+			if err != nil {
+				return 0, err
+			}
+			return resp.Msg.Index, nil
+		})
+	if err != nil {
+		return err
+	}
+	return s.cluster.WaitApplied(ctx, idx)
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
+)
+
+// DefaultMaxEventBytes is the default limit on one event's text + data.
+const DefaultMaxEventBytes = 1 << 20
+
+var (
+	errShuttingDown     = cluster.ErrShutdown
+	errLeaveUnsupported = errors.New("leave is not supported by this node")
+)
+
+// Config configures the API server of one node.
+type Config struct {
+	NodeName string
+	// APIAddr is this node's advertised API address (host:port).
+	APIAddr string
+	// Tokens accepted as bearer tokens; empty disables authentication.
+	Tokens []string
+	// MaxEventBytes limits one event's text + data (default 1 MiB).
+	MaxEventBytes int
+	// Leave makes the node leave the cluster and shut down.
+	Leave  func() error
+	Logger hclog.Logger
+}
+
+// Server serves the fak.v1 services of one node.
+type Server struct {
+	cfg        Config
+	cluster    *cluster.Cluster
+	fsm        *fsm.FSM
+	peers      *peerPool
+	logger     hclog.Logger
+	http       *http.Server
+	shutdownCh chan struct{}
+}
+
+// New builds the API server over a node's cluster membership and FSM.
+func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Server{
+		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(),
+		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
+	}
+	return s
+}
+
+// Handler returns the HTTP handler with every service mounted.
+func (s *Server) Handler() http.Handler {
+	// Requests may carry up to 1000 events; reject an oversized event with
+	// INVALID_ARGUMENT (our check) rather than a transport-level error.
+	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(newAuthInterceptor(s.cfg.Tokens)),
+		connect.WithReadMaxBytes(readMax),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, opts...))
+	mux.Handle(fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, opts...))
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[:1]...))
+	mux.HandleFunc("GET /v1/health", s.health)
+	return mux
+}
+
+// health answers plain JSON: 200 while the node knows a leader, 503 if not.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	st := s.cluster.Status()
+	body := map[string]any{
+		"node":          st.Name,
+		"raft_state":    st.State,
+		"leader":        st.LeaderID,
+		"applied_index": st.AppliedIndex,
+		"status":        "ok",
+	}
+	code := http.StatusOK
+	if st.LeaderID == "" {
+		body["status"] = "no leader"
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// Serve serves HTTP/1.1 and unencrypted HTTP/2 (h2c) on ln, so the Connect,
+// gRPC and gRPC-Web protocols all work without TLS.
+func (s *Server) Serve(ln net.Listener) error {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         p,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown ends streams and stops the HTTP server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.shutdownCh:
+	default:
+		close(s.shutdownCh)
+	}
+	if s.http == nil {
+		return nil
+	}
+	return s.http.Shutdown(ctx)
+}
+
+// stampRequestID gives a write its idempotency key: the client's, checked,
+// or a fresh one drawn here, before any forwarding or retry.
+func (s *Server) stampRequestID(id *string) error {
+	if *id == "" {
+		*id = newID("req_")
+		return nil
+	}
+	if len(*id) > MaxRequestIDBytes {
+		return invalidArgument("request_id longer than %d bytes", MaxRequestIDBytes)
+	}
+	return nil
+}
+

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Group commit. Raft's per-entry cost (log write, replication, FSM call,
+// future) caps it at a few thousand entries/s here, while the bytes are
+// cheap. So the leader coalesces concurrent commands into one log entry: a
+// single goroutine takes whatever is queued (up to maxBatchCommands /
+// maxBatchBytes) and proposes it as one entry, keeping at most maxInflight
+// entries in Raft. While those are in flight, new commands queue and form the
+// next, larger entry: batches grow with load and a lone client pays only a
+// channel hop.
+const (
+	maxBatchCommands = 512
+	maxBatchBytes    = 512 << 10 // raft.SuggestedMaxDataSize
+	maxInflight      = 8
+	proposalQueue    = 4096
+)
+
+type proposal struct {
+	ctx  context.Context
+	cmd  *fsmpb.Command
+	size int
+	done chan proposalResult
+}
+
+type proposalResult struct {
+	result *fsmpb.Result
+	err    error
+}
+
+type inflightEntry struct {
+	future    raft.ApplyFuture
+	proposals []*proposal
+}
+
+type applier struct {
+	raft     *raft.Raft
+	logger   hclog.Logger
+	queue    chan *proposal
+	inflight chan inflightEntry
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+func newApplier(r *raft.Raft, logger hclog.Logger) *applier {
+	a := &applier{
+		raft:     r,
+		logger:   logger,
+		queue:    make(chan *proposal, proposalQueue),
+		inflight: make(chan inflightEntry, maxInflight),
+		stopCh:   make(chan struct{}),
+	}
+	a.wg.Add(2)
+	go a.batchLoop()
+	go a.resolveLoop()
+	return a
+}
+
+func (a *applier) stop() {
+	a.stopOnce.Do(func() { close(a.stopCh) })
+	a.wg.Wait()
+}
+
+// submit proposes cmd and waits for its result. The leader stamps time here.
+func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	cmd.TimeUnixNano = time.Now().UnixNano()
+	p := &proposal{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1)}
+	select {
+	case a.queue <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-a.stopCh:
+		return nil, ErrShutdown
+	}
+	select {
+	case r := <-p.done:
+		return r.result, r.err
+	case <-ctx.Done():
+		// The command may still commit; its request id makes a retry safe.
+		return nil, ctx.Err()
+	case <-a.stopCh:
+		return nil, ErrShutdown
+	}
+}
+
+func (a *applier) batchLoop() {
+	defer a.wg.Done()
+	defer close(a.inflight)
+	for {
+		var first *proposal
+		select {
+		case first = <-a.queue:
+		case <-a.stopCh:
+			a.drainQueue()
+			return
+		}
+		batch := []*proposal{first}
+		size := first.size
+	fill:
+		for len(batch) < maxBatchCommands && size < maxBatchBytes {
+			select {
+			case p := <-a.queue:
+				batch = append(batch, p)
+				size += p.size
+			default:
+				break fill
+			}
+		}
+		batch = dropCancelled(batch)
+		if len(batch) == 0 {
+			continue
+		}
+		cmds := make([]*fsmpb.Command, len(batch))
+		for i, p := range batch {
+			cmds[i] = p.cmd
+		}
+		data, err := fsm.EncodeBatch(cmds)
+		if err != nil {
+			failAll(batch, err)
+			continue
+		}
+		f := a.raft.Apply(data, 0)
+		select {
+		case a.inflight <- inflightEntry{future: f, proposals: batch}:
+		case <-a.stopCh:
+			failAll(batch, ErrShutdown)
+			a.drainQueue()
+			return
+		}
+	}
+}
+
+// dropCancelled removes proposals whose caller already gave up before the
+// command reached the log: nothing was written, so they need no result.
+func dropCancelled(batch []*proposal) []*proposal {
+	out := batch[:0]
+	for _, p := range batch {
+		if p.ctx.Err() != nil {
+			p.done <- proposalResult{err: p.ctx.Err()}
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (a *applier) resolveLoop() {
+	defer a.wg.Done()
+	for e := range a.inflight {
+		err := e.future.Error()
+		if err != nil {
+			failAll(e.proposals, mapRaftError(err))
+			continue
+		}
+		results, ok := e.future.Response().([]*fsmpb.Result)
+		if !ok || len(results) != len(e.proposals) {
+			failAll(e.proposals, fmt.Errorf("fsm returned %d results for %d commands", len(results), len(e.proposals)))
+			continue
+		}
+		for i, p := range e.proposals {
+			p.done <- proposalResult{result: results[i]}
+		}
+	}
+}
+
+func (a *applier) drainQueue() {
+	for {
+		select {
+		case p := <-a.queue:
+			p.done <- proposalResult{err: ErrShutdown}
+		default:
+			return
+		}
+	}
+}
+
+func failAll(batch []*proposal, err error) {
+	for _, p := range batch {
+		p.done <- proposalResult{err: err}
+	}
+}
+
+// ErrIndeterminate: leadership was lost after the command entered the log;
+// it may or may not commit under the next leader. Retry with the same
+// request id (the FSM deduplicates).
+var ErrIndeterminate = errors.New("leadership lost while committing; outcome unknown")
+
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrIndeterminate
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return err
+}
+
+// Apply proposes one command on the leader and returns the FSM's result.
+// Domain errors are inside the result (fsm.ResultError); the error return is
+// for ErrNotLeader, ErrIndeterminate, ErrShutdown and context errors.
+func (c *Cluster) Apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	if !c.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	return c.applier.submit(ctx, cmd)
+}

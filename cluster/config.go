@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Config describes one fak server in the cluster.
+type Config struct {
+	// Name is the node's stable identity: its Raft server id and gossip name.
+	Name    string
+	DataDir string
+
+	// RaftAddr, GossipAddr: host:port to bind and advertise. Port 0 picks a
+	// free port (tests).
+	RaftAddr   string
+	GossipAddr string
+	// APIAddr is advertised in gossip metadata so peers can forward writes.
+	APIAddr string
+
+	// BootstrapExpect: form a new cluster once this many servers see each
+	// other in gossip (0 = never bootstrap; join an existing cluster).
+	BootstrapExpect int
+	// Join lists gossip addresses of existing members.
+	Join []string
+	// Voter false joins as a Raft non-voter.
+	Voter bool
+
+	// DeadServerGrace: a server dead in gossip this long is removed from the
+	// Raft configuration (while quorum allows).
+	DeadServerGrace time.Duration
+
+	// Raft tuning; zero values take the defaults of DefaultRaftConfig.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	Logger hclog.Logger
+}
+
+// Raft timeouts for a LAN fleet. The library defaults (1 s heartbeat and
+// election timeouts) are sized for WANs; Consul and Vault even multiply them
+// by 5. A fak fleet sits on one LAN (or loopback), where a round trip is well
+// under a millisecond, so 500 ms still gives a follower 10 missed heartbeats
+// (sent every HeartbeatTimeout/10) before it campaigns — a busy 2-core host
+// with GC pauses does not get near that — while a dead leader is replaced in
+// about 0.5–1 s instead of 1–2 s. CommitTimeout bounds how long followers
+// wait to learn a new commit index when no new entries flow; 5 ms keeps
+// follower reads (read index) fast at the cost of ~200 tiny RPCs/s per idle
+// follower.
+const (
+	HeartbeatTimeout   = 500 * time.Millisecond
+	ElectionTimeout    = 500 * time.Millisecond
+	LeaderLeaseTimeout = 250 * time.Millisecond
+	CommitTimeout      = 5 * time.Millisecond
+	// MaxAppendEntries bounds entries per AppendEntries RPC and per FSM
+	// ApplyBatch call; each entry already carries many coalesced commands.
+	MaxAppendEntries = 128
+
+	DefaultSnapshotThreshold = 16384
+	DefaultSnapshotInterval  = 30 * time.Second
+	DefaultTrailingLogs      = 10240
+	DefaultDeadServerGrace   = 2 * time.Minute
+
+	logCacheSize      = 512
+	snapshotsRetained = 2
+	// raftTimeout bounds one transport I/O and membership changes.
+	raftTimeout = 10 * time.Second
+	maxPool     = 3
+)
+
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.Name)
+	rc.HeartbeatTimeout = HeartbeatTimeout
+	rc.ElectionTimeout = ElectionTimeout
+	rc.LeaderLeaseTimeout = LeaderLeaseTimeout
+	rc.CommitTimeout = CommitTimeout
+	rc.MaxAppendEntries = MaxAppendEntries
+	// The applier bounds its own waits with contexts, so the broken enqueue
+	// timeout of BatchApplyCh does not matter (Vault does the same).
+	rc.BatchApplyCh = true
+	rc.ShutdownOnRemove = false
+	rc.SnapshotThreshold = orU64(c.SnapshotThreshold, DefaultSnapshotThreshold)
+	rc.SnapshotInterval = orDur(c.SnapshotInterval, DefaultSnapshotInterval)
+	rc.TrailingLogs = orU64(c.TrailingLogs, DefaultTrailingLogs)
+	rc.Logger = c.Logger.Named("raft")
+	return rc
+}
+
+func orU64(v, d uint64) uint64 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func orDur(v, d time.Duration) time.Duration {
+	if v == 0 {
+		return d
+	}
+	return v
+}

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+)
+
+// NodeMeta is what a node tells the fleet about itself through gossip.
+type NodeMeta struct {
+	APIAddr  string `json:"api"`
+	RaftAddr string `json:"raft"`
+	Expect   int    `json:"expect,omitempty"`
+	Voter    bool   `json:"voter"`
+	// Bootstrapped: this node already holds Raft state, so a cluster exists
+	// and nobody may bootstrap a second one.
+	Bootstrapped bool `json:"boot,omitempty"`
+}
+
+// Member statuses, as gossip reports them.
+const (
+	StatusAlive   = "alive"
+	StatusSuspect = "suspect"
+	StatusDead    = "dead"
+	StatusLeft    = "left"
+)
+
+// Member is a gossip member with its metadata.
+type Member struct {
+	Name       string
+	GossipAddr string
+	Status     string
+	Meta       NodeMeta
+	// Since is when Status last changed (local clock; never enters the FSM).
+	Since time.Time
+}
+
+// gossip owns memberlist and the member registry built from its events.
+type gossip struct {
+	logger hclog.Logger
+	list   *memberlist.Memberlist
+
+	metaMu sync.Mutex
+	meta   NodeMeta
+
+	mu      sync.Mutex
+	members map[string]*Member
+
+	// events wakes the reconcile and bootstrap loops on membership changes.
+	events chan struct{}
+}
+
+func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
+	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: %w", cfg.GossipAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("gossip address %q: bad port", cfg.GossipAddr)
+	}
+	g := &gossip{
+		logger:  cfg.Logger.Named("gossip"),
+		meta:    meta,
+		members: make(map[string]*Member),
+		events:  make(chan struct{}, 1),
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertiseAddr = host
+	mc.AdvertisePort = port
+	mc.Delegate = g
+	mc.Events = g
+	mc.Logger = g.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	list, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
+	}
+	g.list = list
+	return g, nil
+}
+
+// Addr is the advertised gossip address (useful when bound to port 0).
+func (g *gossip) Addr() string {
+	n := g.list.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+func (g *gossip) join(addrs []string) (int, error) {
+	if len(addrs) == 0 {
+		return 0, nil
+	}
+	return g.list.Join(addrs)
+}
+
+func (g *gossip) setBootstrapped() {
+	g.metaMu.Lock()
+	changed := !g.meta.Bootstrapped
+	g.meta.Bootstrapped = true
+	g.metaMu.Unlock()
+	if changed {
+		if err := g.list.UpdateNode(5 * time.Second); err != nil {
+			g.logger.Warn("failed to broadcast metadata update", "error", err)
+		}
+	}
+}
+
+// Members returns every member ever seen, sorted by name.
+func (g *gossip) Members() []Member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]Member, 0, len(g.members))
+	for _, m := range g.members {
+		mm := *m
+		if n := g.list.LocalNode(); n != nil && n.Name == m.Name {
+			g.metaMu.Lock()
+			mm.Meta = g.meta
+			g.metaMu.Unlock()
+		}
+		out = append(out, mm)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (g *gossip) member(name string) (Member, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.members[name]
+	if !ok {
+		return Member{}, false
+	}
+	return *m, true
+}
+
+func (g *gossip) leave(timeout time.Duration) error { return g.list.Leave(timeout) }
+
+func (g *gossip) shutdown() error { return g.list.Shutdown() }
+
+// memberlist.Delegate
+
+func (g *gossip) NodeMeta(limit int) []byte {
+	g.metaMu.Lock()
+	defer g.metaMu.Unlock()
+	b, _ := json.Marshal(g.meta)
+	if len(b) > limit {
+		g.logger.Error("node metadata exceeds gossip limit", "bytes", len(b), "limit", limit)
+		return nil
+	}
+	return b
+}
+func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (g *gossip) LocalState(join bool) []byte                { return nil }
+func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
+
+// memberlist.EventDelegate
+
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n, StatusAlive) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, StatusAlive) }
+func (g *gossip) NotifyLeave(n *memberlist.Node) {
+	status := StatusDead
+	if n.State == memberlist.StateLeft {
+		status = StatusLeft
+	}
+	g.record(n, status)
+}
+
+func (g *gossip) record(n *memberlist.Node, status string) {
+	var meta NodeMeta
+	if len(n.Meta) > 0 {
+		if err := json.Unmarshal(n.Meta, &meta); err != nil {
+			g.logger.Warn("ignoring member with unreadable metadata", "member", n.Name, "error", err)
+			return
+		}
+	}
+	g.mu.Lock()
+	m, ok := g.members[n.Name]
+	if !ok {
+		m = &Member{Name: n.Name}
+		g.members[n.Name] = m
+	}
+	if m.Status != status {
+		m.Since = time.Now()
+		g.logger.Info("member status", "member", n.Name, "status", status)
+	}
+	m.Status = status
+	m.GossipAddr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	if len(n.Meta) > 0 {
+		m.Meta = meta
+	}
+	g.mu.Unlock()
+	select {
+	case g.events <- struct{}{}:
+	default:
+	}
+}

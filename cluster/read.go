@@ -1,0 +1,46 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+)
+
+// ReadIndex returns a commit index at which this leader has confirmed it
+// still leads (the read-index protocol): capture the commit index first, then
+// verify leadership with a quorum round, so no later leader can have
+// committed anything this node does not know about. A read that waits until
+// the index is applied is linearizable.
+func (c *Cluster) ReadIndex(ctx context.Context) (uint64, error) {
+	if !c.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	idx := c.raft.CommitIndex()
+	errCh := make(chan error, 1)
+	go func() { errCh <- c.raft.VerifyLeader().Error() }()
+	select {
+	case err := <-errCh:
+		if err != nil {
+			return 0, ErrNotLeader
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return idx, nil
+}
+
+// WaitApplied blocks until the local FSM has applied index idx.
+func (c *Cluster) WaitApplied(ctx context.Context, idx uint64) error {
+	for {
+		ch := c.fsm.Changed()
+		if c.fsm.AppliedIndex() >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for index %d (applied %d): %w", idx, c.fsm.AppliedIndex(), ctx.Err())
+		case <-c.shutdownCh:
+			return ErrShutdown
+		}
+	}
+}

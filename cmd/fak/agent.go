@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/node"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fak agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg              node.Config
+		join             stringList
+		tokenFile        string
+		noAuth           bool
+		logLevel         string
+		logJSON          bool
+		leaveOnTerminate bool
+	)
+	fs.StringVar(&cfg.Name, "name", "", "node name: its stable identity in Raft and gossip (required)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
+	fs.StringVar(&cfg.APIAddr, "api-addr", "127.0.0.1:7401", "address of the Connect API (host:port)")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", "127.0.0.1:7501", "address for Raft traffic (host:port, advertised to peers)")
+	fs.StringVar(&cfg.GossipAddr, "gossip-addr", "127.0.0.1:7601", "address for gossip (host:port, TCP and UDP)")
+	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other")
+	fs.Var(&join, "join", "gossip address of an existing member (repeatable); retried until one answers")
+	fs.BoolVar(&cfg.Voter, "voter", true, "join as a Raft voter; false makes a non-voting replica")
+	fs.StringVar(&tokenFile, "token-file", "", "file of accepted API bearer tokens, one per line (required unless --no-auth)")
+	fs.BoolVar(&noAuth, "no-auth", false, "serve the API without authentication (never in production)")
+	fs.IntVar(&cfg.MaxEventBytes, "max-event-bytes", api.DefaultMaxEventBytes, "largest accepted event (text + data) in bytes")
+	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots")
+	fs.BoolVar(&leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster gracefully before exiting")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "fak agent: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg.Join = join
+	logger, err := newLogger("fak", logLevel, logJSON, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "fak agent:", err)
+		return 2
+	}
+	cfg.Logger = logger
+	switch {
+	case noAuth:
+		logger.Warn("API authentication is disabled (--no-auth)")
+	case tokenFile == "":
+		fmt.Fprintln(stderr, "fak agent: --token-file is required (or --no-auth)")
+		return 2
+	default:
+		if cfg.Tokens, err = api.LoadTokens(tokenFile); err != nil {
+			fmt.Fprintln(stderr, "fak agent:", err)
+			return 1
+		}
+	}
+	n, err := node.Start(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "fak agent:", err)
+		return 1
+	}
+	return waitForSignals([]*node.Node{n}, leaveOnTerminate, stderr)
+}
+
+// waitForSignals runs until SIGINT/SIGTERM (or every node stopped by itself),
+// then stops the nodes. By default a signal stops a node without leaving —
+// like Consul and Nomad servers — so restarting a whole fleet keeps its Raft
+// configuration; with leaveOnTerminate, SIGTERM leaves gracefully first. A
+// second signal exits at once.
+func waitForSignals(nodes []*node.Node, leaveOnTerminate bool, stderr io.Writer) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	allDone := make(chan struct{})
+	go func() {
+		for _, n := range nodes {
+			<-n.Done()
+		}
+		close(allDone)
+	}()
+	var sig os.Signal
+	select {
+	case sig = <-sigs:
+	case <-allDone:
+		return 0
+	case err := <-nodes[0].ServeErr():
+		fmt.Fprintln(stderr, "fak: api server:", err)
+		for _, n := range nodes {
+			n.Shutdown()
+		}
+		return 1
+	}
+	go func() {
+		<-sigs
+		fmt.Fprintln(stderr, "fak: second signal; exiting now")
+		os.Exit(1)
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, n := range nodes {
+			if sig == syscall.SIGTERM && leaveOnTerminate {
+				n.Leave()
+			} else {
+				n.Shutdown()
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		fmt.Fprintln(stderr, "fak: shutdown timed out")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,47 @@
+// Command fak runs fak nodes: `fak agent` (one node of a fleet) and `fak dev`
+// (a whole local fleet in one process, for trying fak out).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `Usage: fak <command> [flags]
+
+Commands:
+  agent   Run one fak node (server) of a fleet
+  dev     Run a local fleet of N nodes on loopback (default 3)
+  version Print the version
+
+Run 'fak <command> -h' for the flags of a command.
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "agent":
+		return runAgent(args[1:], stdout, stderr)
+	case "dev":
+		return runDev(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "fak", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "fak: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,56 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Reason is a machine-readable error reason. The API maps each to a Connect
+// code and carries the reason itself in an error detail.
+type Reason string
+
+const (
+	ReasonNotFound        Reason = "NOT_FOUND"
+	ReasonInvalidArgument Reason = "INVALID_ARGUMENT"
+	ReasonSeqMismatch     Reason = "SEQ_MISMATCH"
+	ReasonSessionStopped  Reason = "SESSION_STOPPED"
+	ReasonAlreadyExists   Reason = "ALREADY_EXISTS"
+)
+
+// Error is a domain error produced by Apply or a read. It travels through
+// Raft as part of a Result, so it is plain data.
+type Error struct {
+	Reason  Reason
+	Message string
+	// HeadSeq is the journal head for SEQ_MISMATCH.
+	HeadSeq uint64
+}
+
+func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }
+
+func errorf(reason Reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf returns the reason of a domain error, or "" for other errors.
+func ReasonOf(err error) Reason {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return ""
+}
+
+func (e *Error) toProto() *fsmpb.Error {
+	return &fsmpb.Error{Reason: string(e.Reason), Message: e.Message, HeadSeq: e.HeadSeq}
+}
+
+// ResultError returns the domain error carried by a result, or nil.
+func ResultError(r *fsmpb.Result) error {
+	if r == nil || r.Error == nil {
+		return nil
+	}
+	return &Error{Reason: Reason(r.Error.Reason), Message: r.Error.Message, HeadSeq: r.Error.HeadSeq}
+}

@@ -1,0 +1,231 @@
+package fsm
+
+import (
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// DedupWindow is how long the FSM remembers a request id. A retry (of a hook,
+// a client, or the server's own forwarding across an election) arriving
+// within the window returns the original result. It is a constant, not a
+// setting, because every replica must prune at the same log position.
+const DedupWindow int64 = 10 * 60 * 1e9 // 10 minutes in nanoseconds
+
+// maxPrunePerBatch bounds the dedup pruning work done by one Apply.
+const maxPrunePerBatch = 512
+
+// FSM is the replicated state machine. It implements raft.FSM and
+// raft.BatchingFSM; one bbolt write transaction covers a whole batch of log
+// entries.
+type FSM struct {
+	logger hclog.Logger
+	path   string
+
+	// mu guards the db pointer: Restore swaps it (write lock); everything
+	// else reads through it (read lock).
+	mu sync.RWMutex
+	db *bolt.DB
+
+	applied atomic.Uint64
+
+	notifyMu sync.Mutex
+	notify   chan struct{}
+}
+
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
+
+// Open creates the FSM with a fresh database file in dir. Any previous file
+// is discarded: raft restores the latest snapshot and replays the log after
+// it, so the database never has to be trusted across a crash.
+func Open(dir string, logger hclog.Logger) (*FSM, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	path := filepath.Join(dir, "fsm.db")
+	db, err := freshDB(path)
+	if err != nil {
+		return nil, err
+	}
+	return &FSM{logger: logger, path: path, db: db, notify: make(chan struct{})}, nil
+}
+
+// Close releases the database.
+func (f *FSM) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.db.Close()
+}
+
+// AppliedIndex is the index of the last Raft log entry applied.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Changed returns a channel closed at the next applied batch or restore.
+// Watchers wait on it, then re-read from the database.
+func (f *FSM) Changed() <-chan struct{} {
+	f.notifyMu.Lock()
+	defer f.notifyMu.Unlock()
+	return f.notify
+}
+
+func (f *FSM) broadcast() {
+	f.notifyMu.Lock()
+	close(f.notify)
+	f.notify = make(chan struct{})
+	f.notifyMu.Unlock()
+}
+
+// Apply applies one log entry. It returns []*fsmpb.Result, one per command.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies log entries in one database transaction. Each response
+// is a []*fsmpb.Result with one result per command of the entry (nil for
+// configuration and no-op entries).
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		a := newApplier(tx)
+		for i, l := range logs {
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			out[i] = a.applyEntry(l.Data)
+		}
+		a.prune()
+		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(logs[len(logs)-1].Index))
+	})
+	if err != nil {
+		// The database is local derived state; failing to write it means
+		// this replica can no longer follow the log. Crash rather than
+		// diverge; the cluster continues and the node rebuilds on restart.
+		f.logger.Error("fsm apply failed", "error", err)
+		panic("fsm: apply: " + err.Error())
+	}
+	f.applied.Store(logs[len(logs)-1].Index)
+	f.broadcast()
+	return out
+}
+
+// applier applies commands inside one write transaction.
+type applier struct {
+	tx       *bolt.Tx
+	sessions *bolt.Bucket
+	journal  *bolt.Bucket
+	requests *bolt.Bucket
+	expiry   *bolt.Bucket
+	// latest leader-stamped time seen in this transaction; drives pruning.
+	now int64
+}
+
+func newApplier(tx *bolt.Tx) *applier {
+	return &applier{
+		tx:       tx,
+		sessions: tx.Bucket(bucketSessions),
+		journal:  tx.Bucket(bucketJournal),
+		requests: tx.Bucket(bucketRequests),
+		expiry:   tx.Bucket(bucketExpiry),
+	}
+}
+
+func (a *applier) applyEntry(data []byte) []*fsmpb.Result {
+	cmds, ignore, err := decodeEntry(data)
+	if ignore {
+		return nil
+	}
+	if err != nil {
+		return []*fsmpb.Result{{Error: errorf(ReasonInvalidArgument, "%v", err).toProto()}}
+	}
+	results := make([]*fsmpb.Result, len(cmds))
+	for i, c := range cmds {
+		results[i] = a.applyCommand(c)
+	}
+	return results
+}
+
+// applyCommand runs one command with request-id deduplication.
+func (a *applier) applyCommand(c *fsmpb.Command) *fsmpb.Result {
+	if c.TimeUnixNano > a.now {
+		a.now = c.TimeUnixNano
+	}
+	if c.RequestId != "" {
+		if prev := a.requests.Get([]byte(c.RequestId)); prev != nil {
+			var r fsmpb.Result
+			if err := proto.Unmarshal(prev, &r); err == nil {
+				return &r
+			}
+		}
+	}
+	r := a.dispatch(c)
+	if c.RequestId != "" {
+		buf, err := proto.Marshal(r)
+		if err != nil {
+			panic("fsm: marshal result: " + err.Error())
+		}
+		a.must(a.requests.Put([]byte(c.RequestId), buf))
+		a.must(a.expiry.Put(expiryKey(c.TimeUnixNano, c.RequestId), nil))
+	}
+	return r
+}
+
+func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
+	var (
+		r   *fsmpb.Result
+		err *Error
+	)
+	switch body := c.Body.(type) {
+	case *fsmpb.Command_CreateSession:
+		r, err = a.createSession(c, body.CreateSession)
+	case *fsmpb.Command_AppendEvents:
+		r, err = a.appendEvents(c, body.AppendEvents)
+	case *fsmpb.Command_StopSession:
+		r, err = a.stopSession(c, body.StopSession)
+	default:
+		err = errorf(ReasonInvalidArgument, "unknown command")
+	}
+	if err != nil {
+		return &fsmpb.Result{Error: err.toProto()}
+	}
+	return r
+}
+
+// prune forgets request ids older than the dedup window, a bounded number
+// per transaction, in key (time) order so every replica prunes the same.
+func (a *applier) prune() {
+	if a.now == 0 {
+		return
+	}
+	cutoff := a.now - DedupWindow
+	c := a.expiry.Cursor()
+	n := 0
+	for k, _ := c.First(); k != nil && n < maxPrunePerBatch; k, _ = c.First() {
+		if int64(readU64(k[:8])) >= cutoff {
+			break
+		}
+		a.must(a.requests.Delete(k[8:]))
+		a.must(c.Delete())
+		n++
+	}
+}
+
+func (a *applier) must(err error) {
+	if err != nil {
+		panic("fsm: write: " + err.Error())
+	}
+}

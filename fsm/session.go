@@ -1,0 +1,193 @@
+package fsm
+
+import (
+	"bytes"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Limits on session metadata. They are rules of the state machine, identical
+// on every replica.
+const (
+	MaxSessionIDBytes = 128
+	MaxTitleBytes     = 512
+	MaxObjectiveBytes = 16 << 10
+	MaxReasonBytes    = 512
+	MaxKindBytes      = 64
+	// MaxEventsPerAppend bounds one AppendEvents command.
+	MaxEventsPerAppend = 1000
+)
+
+// DefaultStopReason is recorded when a stop names no reason.
+const DefaultStopReason = "OPERATOR_STOP"
+
+func validSessionID(id string) *Error {
+	switch {
+	case id == "":
+		return errorf(ReasonInvalidArgument, "session id is required")
+	case len(id) > MaxSessionIDBytes:
+		return errorf(ReasonInvalidArgument, "session id longer than %d bytes", MaxSessionIDBytes)
+	case strings.IndexByte(id, 0) >= 0:
+		return errorf(ReasonInvalidArgument, "session id contains a NUL byte")
+	}
+	return nil
+}
+
+func (a *applier) loadSession(id string) (*fsmpb.Session, *Error) {
+	if err := validSessionID(id); err != nil {
+		return nil, err
+	}
+	raw := a.sessions.Get([]byte(id))
+	if raw == nil {
+		return nil, errorf(ReasonNotFound, "session %s not found", id)
+	}
+	var s fsmpb.Session
+	if err := proto.Unmarshal(raw, &s); err != nil {
+		panic("fsm: corrupt session record " + id + ": " + err.Error())
+	}
+	return &s, nil
+}
+
+func (a *applier) putSession(s *fsmpb.Session) {
+	buf, err := proto.Marshal(s)
+	if err != nil {
+		panic("fsm: marshal session: " + err.Error())
+	}
+	a.must(a.sessions.Put([]byte(s.SessionId), buf))
+}
+
+// putEvent appends the next event of s's journal and advances its head.
+func (a *applier) putEvent(s *fsmpb.Session, c *fsmpb.Command, kind, text string, data []byte) uint64 {
+	s.HeadSeq++
+	ev := &fsmpb.Event{
+		SessionId:    s.SessionId,
+		Seq:          s.HeadSeq,
+		Kind:         kind,
+		TimeUnixNano: c.TimeUnixNano,
+		Text:         text,
+		Data:         data,
+		RequestId:    c.RequestId,
+	}
+	buf, err := proto.Marshal(ev)
+	if err != nil {
+		panic("fsm: marshal event: " + err.Error())
+	}
+	a.must(a.journal.Put(journalKey(s.SessionId, s.HeadSeq), buf))
+	return s.HeadSeq
+}
+
+func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fsmpb.Result, *Error) {
+	if err := validSessionID(cmd.SessionId); err != nil {
+		return nil, err
+	}
+	if len(cmd.Title) > MaxTitleBytes {
+		return nil, errorf(ReasonInvalidArgument, "title longer than %d bytes", MaxTitleBytes)
+	}
+	if len(cmd.Objective) > MaxObjectiveBytes {
+		return nil, errorf(ReasonInvalidArgument, "objective longer than %d bytes", MaxObjectiveBytes)
+	}
+	if a.sessions.Get([]byte(cmd.SessionId)) != nil {
+		return nil, errorf(ReasonAlreadyExists, "session %s already exists", cmd.SessionId)
+	}
+	s := &fsmpb.Session{
+		SessionId:       cmd.SessionId,
+		Title:           cmd.Title,
+		Objective:       cmd.Objective,
+		State:           fsmpb.SessionState_SESSION_STATE_ACTIVE,
+		CreatedUnixNano: c.TimeUnixNano,
+		UpdatedUnixNano: c.TimeUnixNano,
+	}
+	a.putEvent(s, c, KindSessionCreated, cmd.Title, nil)
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
+}
+
+func (a *applier) appendEvents(c *fsmpb.Command, cmd *fsmpb.AppendEvents) (*fsmpb.Result, *Error) {
+	if err := validateEventInputs(cmd.Events); err != nil {
+		return nil, err
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	if cmd.ExpectedSeq != nil && *cmd.ExpectedSeq != s.HeadSeq {
+		e := errorf(ReasonSeqMismatch, "expected head %d, journal head is %d", *cmd.ExpectedSeq, s.HeadSeq)
+		e.HeadSeq = s.HeadSeq
+		return nil, e
+	}
+	first := s.HeadSeq + 1
+	for _, in := range cmd.Events {
+		a.putEvent(s, c, in.Kind, in.Text, in.Data)
+	}
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
+		SessionId: s.SessionId, FirstSeq: first, LastSeq: s.HeadSeq,
+	}}}, nil
+}
+
+// validateEventInputs checks the parts of an append that do not depend on
+// state. The API calls it before proposing, so bad input never reaches the
+// log; Apply calls it again because the log is the authority.
+func validateEventInputs(events []*fsmpb.EventInput) *Error {
+	if len(events) == 0 {
+		return errorf(ReasonInvalidArgument, "at least one event is required")
+	}
+	if len(events) > MaxEventsPerAppend {
+		return errorf(ReasonInvalidArgument, "%d events in one append; the limit is %d", len(events), MaxEventsPerAppend)
+	}
+	for i, ev := range events {
+		if len(ev.Kind) > MaxKindBytes || !AppendableKind(ev.Kind) {
+			if KnownKind(ev.Kind) {
+				return errorf(ReasonInvalidArgument, "event %d: kind %q is written by fak itself", i, ev.Kind)
+			}
+			return errorf(ReasonInvalidArgument, "event %d: unknown kind %q", i, truncate(ev.Kind, MaxKindBytes))
+		}
+	}
+	return nil
+}
+
+// ValidateEventInputs is validateEventInputs for callers outside the FSM.
+func ValidateEventInputs(events []*fsmpb.EventInput) error {
+	if err := validateEventInputs(events); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (a *applier) stopSession(c *fsmpb.Command, cmd *fsmpb.StopSession) (*fsmpb.Result, *Error) {
+	if len(cmd.Reason) > MaxReasonBytes {
+		return nil, errorf(ReasonInvalidArgument, "reason longer than %d bytes", MaxReasonBytes)
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		// Stopping twice is a no-op: the first reason stands.
+		return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
+	}
+	reason := cmd.Reason
+	if reason == "" {
+		reason = DefaultStopReason
+	}
+	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
+	s.StopReason = reason
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvent(s, c, KindSessionStopped, reason, nil)
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return string(bytes.ToValidUTF8([]byte(s[:n]), nil)) + "…"
+}

@@ -1,0 +1,4 @@
+package fsm
+
+const maxPrunePerEntry = maxPrunePerBatch
+const MaxRequestIDBytes = 256

@@ -1,0 +1,56 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Config is everything one `fak agent` needs.
+type Config struct {
+	Name       string
+	DataDir    string
+	APIAddr    string
+	RaftAddr   string
+	GossipAddr string
+
+	BootstrapExpect int
+	Join            []string
+	Voter           bool
+
+	// Tokens accepted on the API; empty disables auth (tests only).
+	Tokens        []string
+	MaxEventBytes int
+
+	DeadServerGrace   time.Duration
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	Logger hclog.Logger
+}
+
+// Validate checks the configuration before anything starts.
+func (c *Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("--name is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	for flag, addr := range map[string]string{"--api-addr": c.APIAddr, "--raft-addr": c.RaftAddr, "--gossip-addr": c.GossipAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("%s %q: want host:port", flag, addr)
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		return errors.New("--bootstrap-expect must be >= 0")
+	}
+	if c.BootstrapExpect > 0 && !c.Voter {
+		return errors.New("--bootstrap-expect needs a voter (--voter=false cannot bootstrap)")
+	}
+	return nil
+}

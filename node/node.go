@@ -1,0 +1,172 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
+)
+
+const (
+	retryJoinInterval = time.Second
+	leaveTimeout      = 10 * time.Second
+	shutdownTimeout   = 5 * time.Second
+)
+
+// Node is one running fak server.
+type Node struct {
+	cfg     Config
+	logger  hclog.Logger
+	fsm     *fsm.FSM
+	cluster *cluster.Cluster
+	api     *api.Server
+	apiLn   net.Listener
+
+	serveErr     chan error
+	done         chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Start opens the node's state, starts Raft, gossip and the API server, and
+// joins the fleet in the background.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	logger := cfg.Logger.With("node", cfg.Name)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	f, err := fsm.Open(cfg.DataDir, logger.Named("fsm"))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("api listen %s: %w", cfg.APIAddr, err)
+	}
+	apiAddr := ln.Addr().String()
+	c, err := cluster.New(cluster.Config{
+		Name: cfg.Name, DataDir: filepath.Join(cfg.DataDir),
+		RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, APIAddr: apiAddr,
+		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Voter: cfg.Voter,
+		DeadServerGrace:   cfg.DeadServerGrace,
+		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
+		TrailingLogs: cfg.TrailingLogs,
+		Logger:       logger,
+	}, f)
+	if err != nil {
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln,
+		serveErr: make(chan error, 1), done: make(chan struct{}),
+	}
+	n.api = api.New(api.Config{
+		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
+		MaxEventBytes: cfg.MaxEventBytes, Leave: n.leaveAndShutdown, Logger: logger,
+	}, c, f)
+	go func() { n.serveErr <- n.api.Serve(ln) }()
+	go n.retryJoin()
+	logger.Info("node started", "api", apiAddr, "raft", c.RaftAddr(), "gossip", c.GossipAddr())
+	return n, nil
+}
+
+// retryJoin joins gossip through cfg.Join, retrying until one address
+// answers (peers may start in any order), like Consul's retry_join.
+func (n *Node) retryJoin() {
+	if len(n.cfg.Join) == 0 {
+		return
+	}
+	for {
+		joined, err := n.cluster.Join(n.cfg.Join)
+		if joined > 0 {
+			n.logger.Info("joined gossip", "contacted", joined)
+			return
+		}
+		n.logger.Debug("join failed; retrying", "error", err)
+		select {
+		case <-n.done:
+			return
+		case <-time.After(retryJoinInterval):
+		}
+	}
+}
+
+// Name, APIAddr, RaftAddr and GossipAddr describe the running node.
+func (n *Node) Name() string       { return n.cfg.Name }
+func (n *Node) APIAddr() string    { return n.apiLn.Addr().String() }
+func (n *Node) RaftAddr() string   { return n.cluster.RaftAddr() }
+func (n *Node) GossipAddr() string { return n.cluster.GossipAddr() }
+
+// Cluster and FSM expose the node's internals to tests.
+func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
+func (n *Node) FSM() *fsm.FSM             { return n.fsm }
+
+// Done is closed when the node has shut down (e.g. after a Leave RPC).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// ServeErr reports a fatal API server error.
+func (n *Node) ServeErr() <-chan error { return n.serveErr }
+
+// Leave leaves the cluster gracefully, then shuts down.
+func (n *Node) Leave() error {
+	n.logger.Info("leaving cluster")
+	err := n.cluster.Leave(leaveTimeout)
+	if err != nil {
+		n.logger.Warn("graceful leave incomplete", "error", err)
+	}
+	if serr := n.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// leaveAndShutdown serves the Leave RPC: leave synchronously, then shut down
+// after the response has been written.
+func (n *Node) leaveAndShutdown() error {
+	n.logger.Info("leave requested over the API")
+	if err := n.cluster.Leave(leaveTimeout); err != nil {
+		return err
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		n.Shutdown()
+	}()
+	return nil
+}
+
+// Shutdown stops the node without leaving: it stays a member of the Raft
+// configuration and rejoins with its state when started again.
+func (n *Node) Shutdown() error {
+	n.shutdownOnce.Do(func() {
+		n.logger.Info("shutting down")
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := n.api.Shutdown(ctx); err != nil {
+			n.logger.Warn("api shutdown", "error", err)
+		}
+		n.shutdownErr = n.cluster.Shutdown()
+		if err := n.fsm.Close(); err != nil && n.shutdownErr == nil {
+			n.shutdownErr = err
+		}
+		close(n.done)
+	})
+	return n.shutdownErr
+}
