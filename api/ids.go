@@ -14,6 +14,3 @@ func newID(prefix string) string {
 	}
 	return prefix + hex.EncodeToString(b[:])
 }
-
-// MaxRequestIDBytes bounds client-supplied idempotency keys.
-const MaxRequestIDBytes = 128

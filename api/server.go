@@ -63,6 +63,15 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
 	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         p,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
 	return s
 }
 
@@ -110,15 +119,6 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 (h2c) on ln, so the Connect,
 // gRPC and gRPC-Web protocols all work without TLS.
 func (s *Server) Serve(ln net.Listener) error {
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	s.http = &http.Server{
-		Handler:           s.Handler(),
-		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
 	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -133,9 +133,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	default:
 		close(s.shutdownCh)
 	}
-	if s.http == nil {
-		return nil
-	}
 	return s.http.Shutdown(ctx)
 }
 
@@ -146,8 +143,8 @@ func (s *Server) stampRequestID(id *string) error {
 		*id = newID("req_")
 		return nil
 	}
-	if len(*id) > MaxRequestIDBytes {
-		return invalidArgument("request_id longer than %d bytes", MaxRequestIDBytes)
+	if len(*id) > fsm.MaxRequestIDBytes {
+		return invalidArgument("request_id longer than %d bytes", fsm.MaxRequestIDBytes)
 	}
 	return nil
 }

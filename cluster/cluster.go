@@ -26,6 +26,9 @@ type Cluster struct {
 	transport *raft.NetworkTransport
 	logStore  *raftboltdb.BoltStore
 	gossip    *gossip
+	// gossipRef is gossip for Raft's transport goroutines, which may ask
+	// ServerAddr before New has finished.
+	gossipRef atomic.Pointer[gossip]
 	applier   *applier
 	notifyCh  chan bool
 
@@ -77,6 +80,7 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 		return nil, err
 	}
 	c.gossip = g
+	c.gossipRef.Store(g)
 	c.applier = newApplier(c.raft, c.logger.Named("applier"))
 
 	c.wg.Add(2)
@@ -132,22 +136,15 @@ func (c *Cluster) setupRaft() error {
 
 // ServerAddr implements raft.ServerAddressProvider: Raft dials by stable id,
 // resolved through gossip, so a node whose address changed stays reachable.
+// When gossip does not know the id, Raft falls back to the address in its
+// configuration.
 func (c *Cluster) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	if c.gossip != nil {
-		if m, ok := c.gossip.member(string(id)); ok && m.Meta.RaftAddr != "" {
+	if g := c.gossipRef.Load(); g != nil {
+		if m, ok := g.member(string(id)); ok && m.Meta.RaftAddr != "" {
 			return raft.ServerAddress(m.Meta.RaftAddr), nil
 		}
 	}
-	future := c.raft.GetConfiguration()
-	if err := future.Error(); err != nil {
-		return "", err
-	}
-	for _, s := range future.Configuration().Servers {
-		if s.ID == id {
-			return s.Address, nil
-		}
-	}
-	return "", fmt.Errorf("unknown server %s", id)
+	return "", fmt.Errorf("server %s unknown to gossip", id)
 }
 
 // Name is the node's name (its Raft server id).

@@ -46,6 +46,10 @@ type Member struct {
 type gossip struct {
 	logger hclog.Logger
 	list   *memberlist.Memberlist
+	name   string
+	// addr is the advertised gossip address, captured at creation:
+	// memberlist's LocalNode is not safe to read while it updates metadata.
+	addr string
 
 	metaMu sync.Mutex
 	meta   NodeMeta
@@ -68,6 +72,7 @@ func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
 	}
 	g := &gossip{
 		logger:  cfg.Logger.Named("gossip"),
+		name:    cfg.Name,
 		meta:    meta,
 		members: make(map[string]*Member),
 		events:  make(chan struct{}, 1),
@@ -86,14 +91,13 @@ func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	g.list = list
+	n := list.LocalNode()
+	g.addr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	return g, nil
 }
 
 // Addr is the advertised gossip address (useful when bound to port 0).
-func (g *gossip) Addr() string {
-	n := g.list.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+func (g *gossip) Addr() string { return g.addr }
 
 func (g *gossip) join(addrs []string) (int, error) {
 	if len(addrs) == 0 {
@@ -121,7 +125,7 @@ func (g *gossip) Members() []Member {
 	out := make([]Member, 0, len(g.members))
 	for _, m := range g.members {
 		mm := *m
-		if n := g.list.LocalNode(); n != nil && n.Name == m.Name {
+		if m.Name == g.name {
 			g.metaMu.Lock()
 			mm.Meta = g.meta
 			g.metaMu.Unlock()

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fak-dev/fak/fsm"
 )
 
 // reconcileInterval is how often the leader compares gossip membership with
 // the Raft configuration even when no gossip event arrived.
 const reconcileInterval = time.Second
 
-// barrierTimeout bounds the wait for a new leader's FSM to catch up.
+// barrierTimeout bounds enqueueing the new leader's barrier entry.
 const barrierTimeout = 30 * time.Second
 
 // monitorLeadership follows the buffered NotifyCh (LeaderCh can drop
@@ -49,14 +51,21 @@ func (c *Cluster) monitorLeadership() {
 	}
 }
 
-// leaderLoop: Barrier first, so the FSM reflects everything committed by
-// earlier leaders before this node serves writes or reads; then reconcile
+// leaderLoop: first commit an empty fak entry and wait until the FSM has
+// applied it. That is the barrier (the FSM now reflects everything earlier
+// leaders committed) and, unlike raft.Barrier or the election no-op, it is an
+// entry the FSM sees, so every commit index this leader hands out as a read
+// index is one the followers' FSMs will report as applied. Then reconcile
 // membership until leadership ends.
 func (c *Cluster) leaderLoop(stopCh chan struct{}) {
 	defer c.ready.Store(false)
-	c.logger.Info("acquired leadership; waiting for barrier")
+	c.logger.Info("acquired leadership; committing barrier entry")
+	barrier, err := fsm.EncodeBatch(nil)
+	if err != nil {
+		panic(err)
+	}
 	for {
-		if err := c.raft.Barrier(barrierTimeout).Error(); err == nil {
+		if err := c.raft.Apply(barrier, barrierTimeout).Error(); err == nil {
 			break
 		} else {
 			c.logger.Warn("barrier failed", "error", err)

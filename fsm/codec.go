@@ -19,7 +19,8 @@ const (
 
 	// IgnoreUnknownFlag marks an entry type that older nodes may skip when
 	// they do not know it (Nomad's convention). An unknown type without the
-	// flag is answered with an error result for every command.
+	// flag cannot be decoded into commands, so it is answered with a single
+	// INVALID_ARGUMENT result and changes nothing.
 	IgnoreUnknownFlag EntryType = 0x80
 )
 

@@ -64,8 +64,8 @@ func TestBadEntries(t *testing.T) {
 		name string
 		typ  raft.LogType
 		data []byte
-		// wantResults: nil = a nil response; otherwise the number of
-		// INVALID_ARGUMENT results.
+		// wantInvalid is the number of INVALID_ARGUMENT results; 0 means
+		// a nil response.
 		wantInvalid int
 	}{
 		{"unknown entry type", raft.LogCommand, append([]byte{0x05}, body...), 1},

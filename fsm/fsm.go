@@ -19,8 +19,12 @@ import (
 // setting, because every replica must prune at the same log position.
 const DedupWindow int64 = 10 * 60 * 1e9 // 10 minutes in nanoseconds
 
-// maxPrunePerBatch bounds the dedup pruning work done by one Apply.
-const maxPrunePerBatch = 512
+// MaxRequestIDBytes bounds a request id. Longer ids are refused with
+// INVALID_ARGUMENT (they could not be stored as a bbolt key anyway).
+const MaxRequestIDBytes = 128
+
+// maxPrunePerEntry bounds the dedup pruning work done by one log entry.
+const maxPrunePerEntry = 512
 
 // FSM is the replicated state machine. It implements raft.FSM and
 // raft.BatchingFSM; one bbolt write transaction covers a whole batch of log
@@ -108,7 +112,6 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			out[i] = a.applyEntry(l.Data)
 		}
-		a.prune()
 		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(logs[len(logs)-1].Index))
 	})
 	if err != nil {
@@ -130,8 +133,6 @@ type applier struct {
 	journal  *bolt.Bucket
 	requests *bolt.Bucket
 	expiry   *bolt.Bucket
-	// latest leader-stamped time seen in this transaction; drives pruning.
-	now int64
 }
 
 func newApplier(tx *bolt.Tx) *applier {
@@ -152,6 +153,14 @@ func (a *applier) applyEntry(data []byte) []*fsmpb.Result {
 	if err != nil {
 		return []*fsmpb.Result{{Error: errorf(ReasonInvalidArgument, "%v", err).toProto()}}
 	}
+	// Prune before applying, driven by this entry alone: the outcome must
+	// not depend on how raft grouped entries into ApplyBatch calls, which
+	// differs between replicas.
+	var now int64
+	for _, c := range cmds {
+		now = max(now, c.TimeUnixNano)
+	}
+	a.prune(now)
 	results := make([]*fsmpb.Result, len(cmds))
 	for i, c := range cmds {
 		results[i] = a.applyCommand(c)
@@ -161,8 +170,9 @@ func (a *applier) applyEntry(data []byte) []*fsmpb.Result {
 
 // applyCommand runs one command with request-id deduplication.
 func (a *applier) applyCommand(c *fsmpb.Command) *fsmpb.Result {
-	if c.TimeUnixNano > a.now {
-		a.now = c.TimeUnixNano
+	if len(c.RequestId) > MaxRequestIDBytes {
+		return &fsmpb.Result{Error: errorf(ReasonInvalidArgument,
+			"request id longer than %d bytes", MaxRequestIDBytes).toProto()}
 	}
 	if c.RequestId != "" {
 		if prev := a.requests.Get([]byte(c.RequestId)); prev != nil {
@@ -205,16 +215,17 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 	return r
 }
 
-// prune forgets request ids older than the dedup window, a bounded number
-// per transaction, in key (time) order so every replica prunes the same.
-func (a *applier) prune() {
-	if a.now == 0 {
+// prune forgets request ids stamped more than DedupWindow before now (the
+// latest time in the entry being applied), at most maxPrunePerEntry of them,
+// oldest first, so every replica prunes the same at the same log position.
+func (a *applier) prune(now int64) {
+	if now <= 0 {
 		return
 	}
-	cutoff := a.now - DedupWindow
+	cutoff := now - DedupWindow
 	c := a.expiry.Cursor()
 	n := 0
-	for k, _ := c.First(); k != nil && n < maxPrunePerBatch; k, _ = c.First() {
+	for k, _ := c.First(); k != nil && n < maxPrunePerEntry; k, _ = c.First() {
 		if int64(readU64(k[:8])) >= cutoff {
 			break
 		}

@@ -102,9 +102,12 @@ func TestDedupWindow(t *testing.T) {
 	// command stamped later than that has been seen.
 	tests := []struct {
 		name    string
-		entries [][]*fsmpb.Command // after the original, before the checks
+		entries [][]*fsmpb.Command // after the original, before the retry
 		retryAt int64
-		anew    bool
+		// sameEntry puts the retry in one entry after a command stamped
+		// retryAt.
+		sameEntry bool
+		anew      bool
 	}{
 		{
 			name:    "retry inside the window",
@@ -126,10 +129,10 @@ func TestDedupWindow(t *testing.T) {
 			anew:    true,
 		},
 		{
-			name:    "window passed by an earlier command in the same entry",
-			entries: nil, // see below: the retry shares the tick's entry
-			retryAt: t0 + DedupWindow + 1,
-			anew:    true,
+			name:      "window passed by an earlier command in the same entry",
+			retryAt:   t0 + DedupWindow + 1,
+			sameEntry: true,
+			anew:      true,
 		},
 		{
 			name:    "old retry after a clock jump still finds nothing",
@@ -148,7 +151,7 @@ func TestDedupWindow(t *testing.T) {
 				h.apply(e...)
 			}
 			var retry *fsmpb.Result
-			if strings.HasSuffix(tt.name, "same entry") {
+			if tt.sameEntry {
 				rs := h.apply(
 					at(tt.retryAt, appendEv("s1", ev("note", "tick"))),
 					at(tt.retryAt, req("r", appendEv("s1", ev("input", "retry")))),

@@ -1,9 +1,11 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
@@ -62,6 +64,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		os.Remove(tmp)
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := checkComplete(tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("restore: snapshot is not a valid fsm database: %w", err)
+	}
 	// Verify it opens as a database with our buckets before touching the
 	// live one.
 	check, err := openDB(tmp)
@@ -75,6 +81,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return nil
 	})
 	if err := check.Close(); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("restore: %w", err)
 	}
 
@@ -95,5 +102,54 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.db = db
 	f.applied.Store(applied)
+	return nil
+}
+
+// checkComplete verifies, without touching any page beyond the two meta
+// pages, that path holds a bbolt database whose file covers every page its
+// meta page claims. bbolt memory-maps the file and reads pages through the
+// map, so opening a truncated snapshot read-write (which walks every page to
+// rebuild the freelist) faults with SIGBUS and kills the process instead of
+// returning an error.
+func checkComplete(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == 0 {
+		return fmt.Errorf("snapshot is empty")
+	}
+	// bbolt reads meta page 1 at offset pageSize through the map; make sure
+	// the file reaches past it. The page size is recorded in meta page 0
+	// after the page header (16 bytes), magic and version (4 bytes each),
+	// in native byte order.
+	var hdr [28]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return fmt.Errorf("snapshot too short (%d bytes)", fi.Size())
+	}
+	if ps := int64(binary.NativeEndian.Uint32(hdr[24:])); ps > 0 && fi.Size() < 2*ps {
+		return fmt.Errorf("snapshot truncated: %d bytes, page size %d", fi.Size(), ps)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tx, err := db.Begin(false)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if want := tx.Size(); fi.Size() < want {
+		return fmt.Errorf("snapshot truncated: %d bytes, database needs %d", fi.Size(), want)
+	}
+	if tx.Bucket(bucketMeta) == nil {
+		return fmt.Errorf("no %s bucket", bucketMeta)
+	}
 	return nil
 }

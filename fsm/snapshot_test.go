@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -74,7 +75,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	// Both replicas continue from the same log and stay equal, including
 	// the dedup table carried by the snapshot.
 	more := []*raft.Log{
-		src.entry(req("create-3", create("never"))),                  // remembered
+		src.entry(req("create-3", create("never-again"))),            // remembered
 		src.entry(appendEv("s00", ev("input", "after restore"))),     //
 		src.entry(create("new-after-restore")),                       //
 		src.entry(appendIf("s01", 0, ev("input", "stale"))),          // mismatch
@@ -87,7 +88,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	if dst.f.AppliedIndex() != more[len(more)-1].Index {
 		t.Fatalf("AppliedIndex = %d, want %d", dst.f.AppliedIndex(), more[len(more)-1].Index)
 	}
-	if _, err := dst.f.Session("never"); err == nil {
+	if _, err := dst.f.Session("never-again"); err == nil {
 		t.Fatal("request id remembered in the snapshot was applied again")
 	}
 }
@@ -144,7 +145,13 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 			}
 			return b
 		}()},
-		{"truncated", good[:len(good)/2]},
+		{"truncated to half", good[:len(good)/2]},
+		{"truncated by one page", good[:len(good)-os.Getpagesize()]},
+		{"truncated by one byte", good[:len(good)-1]},
+		{"only meta page 0", good[:os.Getpagesize()]},
+		{"meta page 0 and a bit", good[:os.Getpagesize()+100]},
+		{"header only", good[:100]},
+		{"valid bbolt file without fsm buckets", emptyBolt(t)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,3 +261,20 @@ func TestPersistCancelsSinkOnError(t *testing.T) {
 type brokenSink struct{ memSink }
 
 func (*brokenSink) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// emptyBolt returns a valid bbolt database file with no buckets.
+func emptyBolt(t *testing.T) []byte {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,4 +1,0 @@
-package fsm
-
-const maxPrunePerEntry = maxPrunePerBatch
-const MaxRequestIDBytes = 256

@@ -1,0 +1,315 @@
+// Package testcluster runs real fak fleets inside a test process: N nodes
+// with real Raft over loopback TCP, real gossip, real bbolt files under
+// t.TempDir() and the real Connect API, plus helpers to find the leader,
+// stop and restart nodes and wait on conditions with deadlines. Later
+// issues reuse it for their cluster tests.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/node"
+)
+
+// Token is the bearer token every test fleet accepts.
+const Token = "test-token"
+
+// Options tune a test fleet.
+type Options struct {
+	// Nodes in the fleet (default 3), all voters bootstrapping together.
+	Nodes int
+	// Raft snapshot tuning (0 = production defaults).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	DeadServerGrace   time.Duration
+	MaxEventBytes     int
+	// LogLevel for node logs written to t.Log (default "warn").
+	LogLevel string
+}
+
+// Node is one member of a test fleet, running or stopped.
+type Node struct {
+	Name       string
+	DataDir    string
+	APIAddr    string
+	RaftAddr   string
+	GossipAddr string
+	Voter      bool
+
+	mu      sync.Mutex
+	running *node.Node
+}
+
+// Running returns the live node, or nil while it is stopped.
+func (n *Node) Running() *node.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.running
+}
+
+// Cluster is a test fleet.
+type Cluster struct {
+	t     testing.TB
+	opts  Options
+	Nodes []*Node
+	http  *http.Client
+}
+
+// New starts a fleet and waits until it has a ready leader.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	c := &Cluster{t: t, opts: opts, http: newH2CClient()}
+	dir := t.TempDir()
+	for i := 0; i < opts.Nodes; i++ {
+		c.Nodes = append(c.Nodes, &Node{
+			Name:       fmt.Sprintf("n%d", i+1),
+			DataDir:    filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			APIAddr:    freeAddr(t),
+			RaftAddr:   freeAddr(t),
+			GossipAddr: freeAddr(t),
+			Voter:      true,
+		})
+	}
+	for _, n := range c.Nodes {
+		c.Start(n)
+	}
+	t.Cleanup(c.StopAll)
+	c.WaitForLeader(30 * time.Second)
+	return c
+}
+
+// gossipAddrs lists every node's gossip address (the join list).
+func (c *Cluster) gossipAddrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.GossipAddr)
+	}
+	return out
+}
+
+// Start starts (or restarts) a node with its data dir and addresses.
+func (c *Cluster) Start(n *Node) {
+	c.t.Helper()
+	expect := c.opts.Nodes
+	if !n.Voter {
+		expect = 0
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name: n.Name, Level: hclog.LevelFromString(c.opts.LogLevel), Output: testWriter{c.t},
+	})
+	var running *node.Node
+	var err error
+	// A port freed by a stopped node can linger briefly; retry the bind.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err = node.Start(node.Config{
+			Name: n.Name, DataDir: n.DataDir,
+			APIAddr: n.APIAddr, RaftAddr: n.RaftAddr, GossipAddr: n.GossipAddr,
+			BootstrapExpect: expect, Join: c.gossipAddrs(), Voter: n.Voter,
+			Tokens: []string{Token}, MaxEventBytes: c.opts.MaxEventBytes,
+			DeadServerGrace:   c.opts.DeadServerGrace,
+			SnapshotThreshold: c.opts.SnapshotThreshold, TrailingLogs: c.opts.TrailingLogs,
+			Logger: logger,
+		})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("start %s: %v", n.Name, err)
+	}
+	n.mu.Lock()
+	n.running = running
+	n.mu.Unlock()
+}
+
+// AddNode starts a new node that joins the running fleet (voter or not).
+func (c *Cluster) AddNode(voter bool) *Node {
+	c.t.Helper()
+	i := len(c.Nodes)
+	n := &Node{
+		Name:       fmt.Sprintf("n%d", i+1),
+		DataDir:    filepath.Join(c.t.TempDir(), fmt.Sprintf("n%d", i+1)),
+		APIAddr:    freeAddr(c.t),
+		RaftAddr:   freeAddr(c.t),
+		GossipAddr: freeAddr(c.t),
+		Voter:      voter,
+	}
+	c.Nodes = append(c.Nodes, n)
+	c.Start(n)
+	return n
+}
+
+// Stop shuts a node down without leaving (a crash as far as the rest of the
+// fleet can tell; its data dir stays for Start).
+func (c *Cluster) Stop(n *Node) {
+	n.mu.Lock()
+	r := n.running
+	n.running = nil
+	n.mu.Unlock()
+	if r != nil {
+		r.Shutdown()
+	}
+}
+
+// StopAll stops every running node.
+func (c *Cluster) StopAll() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func(n *Node) { defer wg.Done(); c.Stop(n) }(n)
+	}
+	wg.Wait()
+}
+
+// Leader returns the running node that is the ready leader, or nil.
+func (c *Cluster) Leader() *Node {
+	for _, n := range c.Nodes {
+		if r := n.Running(); r != nil && r.Cluster().IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitForLeader waits until some running node is the ready leader and every
+// running node knows it.
+func (c *Cluster) WaitForLeader(timeout time.Duration) *Node {
+	c.t.Helper()
+	var leader *Node
+	c.WaitFor(timeout, "a ready leader known to every running node", func() bool {
+		leader = c.Leader()
+		if leader == nil {
+			return false
+		}
+		for _, n := range c.Nodes {
+			if r := n.Running(); r != nil {
+				if id, addr := r.Cluster().Leader(); id != leader.Name || addr == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return leader
+}
+
+// Followers returns the running nodes that are not the leader.
+func (c *Cluster) Followers() []*Node {
+	var out []*Node
+	leader := c.Leader()
+	for _, n := range c.Nodes {
+		if n != leader && n.Running() != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WaitFor polls cond every 20 ms until it holds or the timeout expires.
+func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Sessions returns a SessionService client for a node's API.
+func (c *Cluster) Sessions(n *Node) fakv1connect.SessionServiceClient {
+	return fakv1connect.NewSessionServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(bearer(Token)))
+}
+
+// ClusterClient returns a ClusterService client for a node's API.
+func (c *Cluster) ClusterClient(n *Node) fakv1connect.ClusterServiceClient {
+	return fakv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(bearer(Token)))
+}
+
+// HTTPClient is the h2c client the fleet's API clients use.
+func (c *Cluster) HTTPClient() *http.Client { return c.http }
+
+// Context returns a context cancelled at the end of the test or timeout.
+func (c *Cluster) Context(timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	c.t.Cleanup(cancel)
+	return ctx
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// Gossip needs the UDP port of the same number too.
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port with both TCP and UDP available")
+	return ""
+}
+
+func newH2CClient() *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
+}
+
+// bearer adds the Authorization header to unary and streaming calls.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// testWriter sends node logs to the test log, dropping lines logged after
+// the test ended (background goroutines winding down).
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { recover() }()
+	w.t.Log(string(p))
+	return len(p), nil
+}
