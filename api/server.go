@@ -148,4 +148,3 @@ func (s *Server) stampRequestID(id *string) error {
 	}
 	return nil
 }
-
