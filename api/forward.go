@@ -156,3 +156,14 @@ func (s *Server) readBarrier(ctx context.Context, hdr http.Header, c fakv1.ReadC
 	}
 	return s.cluster.WaitApplied(ctx, idx)
 }
+
+// requireSession refuses, on the leader and before proposing, a command for a
+// session that does not exist, so such requests never reach the log. The
+// leader's FSM has applied every write it acknowledged, so a session whose
+// creation was acknowledged is always found. Apply checks again.
+func (s *Server) requireSession(id string) error {
+	if _, err := s.fsm.Session(id); fsm.ReasonOf(err) == fsm.ReasonNotFound || fsm.ReasonOf(err) == fsm.ReasonInvalidArgument {
+		return err
+	}
+	return nil
+}

@@ -80,6 +80,9 @@ func (h *sessionHandler) AppendEvents(ctx context.Context, req *connect.Request[
 	}
 	resp, err := leaderCall(ctx, h.s, req.Header(),
 		func(ctx context.Context) (*fakv1.AppendEventsResponse, error) {
+			if err := h.s.requireSession(m.SessionId); err != nil {
+				return nil, err
+			}
 			res, err := h.s.apply(ctx, &fsmpb.Command{
 				RequestId: m.RequestId,
 				Body: &fsmpb.Command_AppendEvents{AppendEvents: &fsmpb.AppendEvents{
@@ -120,6 +123,9 @@ func (h *sessionHandler) StopSession(ctx context.Context, req *connect.Request[f
 	}
 	resp, err := leaderCall(ctx, h.s, req.Header(),
 		func(ctx context.Context) (*fakv1.StopSessionResponse, error) {
+			if err := h.s.requireSession(m.SessionId); err != nil {
+				return nil, err
+			}
 			res, err := h.s.apply(ctx, &fsmpb.Command{
 				RequestId: m.RequestId,
 				Body: &fsmpb.Command_StopSession{StopSession: &fsmpb.StopSession{

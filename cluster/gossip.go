@@ -22,6 +22,10 @@ type NodeMeta struct {
 	// Bootstrapped: this node already holds Raft state, so a cluster exists
 	// and nobody may bootstrap a second one.
 	Bootstrapped bool `json:"boot,omitempty"`
+	// Leaving is announced before a graceful leave. memberlist reports a
+	// leave and a failure alike to the event delegate, so this flag is how
+	// peers tell "left" from "dead".
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Member statuses, as gossip reports them.
@@ -146,7 +150,17 @@ func (g *gossip) member(name string) (Member, bool) {
 	return *m, true
 }
 
-func (g *gossip) leave(timeout time.Duration) error { return g.list.Leave(timeout) }
+// leave announces the intent (so peers record "left", not "dead"), then
+// leaves memberlist.
+func (g *gossip) leave(timeout time.Duration) error {
+	g.metaMu.Lock()
+	g.meta.Leaving = true
+	g.metaMu.Unlock()
+	if err := g.list.UpdateNode(timeout); err != nil {
+		g.logger.Warn("failed to announce leave", "error", err)
+	}
+	return g.list.Leave(timeout)
+}
 
 func (g *gossip) shutdown() error { return g.list.Shutdown() }
 
@@ -173,9 +187,11 @@ func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.record(n, StatusAlive) }
 func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.record(n, StatusAlive) }
 func (g *gossip) NotifyLeave(n *memberlist.Node) {
 	status := StatusDead
-	if n.State == memberlist.StateLeft {
+	g.mu.Lock()
+	if m, ok := g.members[n.Name]; ok && m.Meta.Leaving {
 		status = StatusLeft
 	}
+	g.mu.Unlock()
 	g.record(n, status)
 }
 
@@ -200,7 +216,13 @@ func (g *gossip) record(n *memberlist.Node, status string) {
 	m.Status = status
 	m.GossipAddr = net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 	if len(n.Meta) > 0 {
+		leaving := m.Meta.Leaving
 		m.Meta = meta
+		// A rejoining node clears the flag with fresh metadata; the leave
+		// notification itself carries the last metadata seen.
+		if status != StatusAlive {
+			m.Meta.Leaving = leaving || meta.Leaving
+		}
 	}
 	g.mu.Unlock()
 	select {
