@@ -26,7 +26,7 @@ import (
 const (
 	maxBatchCommands = 512
 	maxBatchBytes    = 512 << 10 // raft.SuggestedMaxDataSize
-	maxInflight      = 8
+	maxInflight      = 2
 	proposalQueue    = 4096
 )
 

@@ -88,14 +88,30 @@ func (f *FSM) Events(id string, from uint64, limit int) (events []*fsmpb.Event, 
 			return err
 		}
 		head = s.HeadSeq
+		if from > head {
+			return nil
+		}
 		c := tx.Bucket(bucketJournal).Cursor()
 		prefix := journalKey(id, 0)[:len(id)+1]
-		for k, v := c.Seek(journalKey(id, from)); k != nil && bytes.HasPrefix(k, prefix) && len(events) < limit; k, v = c.Next() {
-			ev := &fsmpb.Event{}
-			if err := proto.Unmarshal(v, ev); err != nil {
+		// The chunk holding `from` is the last one keyed at or below it.
+		k, v := c.Seek(journalKey(id, from))
+		if k == nil || !bytes.Equal(k, journalKey(id, from)) {
+			if pk, pv := c.Prev(); pk != nil && bytes.HasPrefix(pk, prefix) {
+				k, v = pk, pv
+			} else {
+				k, v = c.Seek(journalKey(id, from))
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(events) < limit; k, v = c.Next() {
+			var chunk fsmpb.EventChunk
+			if err := proto.Unmarshal(v, &chunk); err != nil {
 				return err
 			}
-			events = append(events, ev)
+			for _, ev := range chunk.Events {
+				if ev.Seq >= from && len(events) < limit {
+					events = append(events, ev)
+				}
+			}
 		}
 		return nil
 	})

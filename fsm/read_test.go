@@ -133,3 +133,44 @@ func sessionIDs(ss []*fsmpb.Session) []string {
 	}
 	return ids
 }
+
+// Events appended by one command are stored together; reads that start or
+// stop inside such a group return exactly the requested addresses.
+func TestEventsPagingInsideBatchedAppends(t *testing.T) {
+	h := newHarness(t)
+	h.apply(create("a"), create("ab"))
+	h.apply(appendEv("a", ev("note", "2"), ev("note", "3"), ev("note", "4"), ev("note", "5")))
+	h.apply(appendEv("ab", ev("note", "x"), ev("note", "y")))
+	h.apply(appendEv("a", ev("note", "6"), ev("note", "7"), ev("note", "8")))
+	tests := []struct {
+		from     uint64
+		limit    int
+		wantSeqs []uint64
+	}{
+		{1, 100, []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{3, 2, []uint64{3, 4}},
+		{4, 3, []uint64{4, 5, 6}},
+		{7, 10, []uint64{7, 8}},
+		{8, 10, []uint64{8}},
+		{9, 10, nil},
+	}
+	for _, tt := range tests {
+		evs, _, err := h.f.Events("a", tt.from, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, e := range evs {
+			if e.SessionId != "a" {
+				t.Fatalf("Events(a) returned an event of %s", e.SessionId)
+			}
+			seqs = append(seqs, e.Seq)
+		}
+		if fmt.Sprint(seqs) != fmt.Sprint(tt.wantSeqs) {
+			t.Fatalf("Events(a, %d, %d) = %v, want %v", tt.from, tt.limit, seqs, tt.wantSeqs)
+		}
+	}
+	if evs, _, _ := h.f.Events("ab", 2, 10); len(evs) != 2 || evs[0].Text != "x" || evs[1].Seq != 3 {
+		t.Fatalf("Events(ab, 2) = %v", evs)
+	}
+}

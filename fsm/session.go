@@ -59,10 +59,10 @@ func (a *applier) putSession(s *fsmpb.Session) {
 	a.must(a.sessions.Put([]byte(s.SessionId), buf))
 }
 
-// putEvent appends the next event of s's journal and advances its head.
-func (a *applier) putEvent(s *fsmpb.Session, c *fsmpb.Command, kind, text string, data []byte) uint64 {
+// newEvent assigns the next address of s's journal to an event.
+func newEvent(s *fsmpb.Session, c *fsmpb.Command, kind, text string, data []byte) *fsmpb.Event {
 	s.HeadSeq++
-	ev := &fsmpb.Event{
+	return &fsmpb.Event{
 		SessionId:    s.SessionId,
 		Seq:          s.HeadSeq,
 		Kind:         kind,
@@ -71,12 +71,16 @@ func (a *applier) putEvent(s *fsmpb.Session, c *fsmpb.Command, kind, text string
 		Data:         data,
 		RequestId:    c.RequestId,
 	}
-	buf, err := proto.Marshal(ev)
+}
+
+// putEvents stores events (consecutive, of one session) as one chunk keyed
+// by the first event's address.
+func (a *applier) putEvents(events ...*fsmpb.Event) {
+	buf, err := proto.Marshal(&fsmpb.EventChunk{Events: events})
 	if err != nil {
-		panic("fsm: marshal event: " + err.Error())
+		panic("fsm: marshal events: " + err.Error())
 	}
-	a.must(a.journal.Put(journalKey(s.SessionId, s.HeadSeq), buf))
-	return s.HeadSeq
+	a.must(a.journal.Put(journalKey(events[0].SessionId, events[0].Seq), buf))
 }
 
 func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fsmpb.Result, *Error) {
@@ -100,7 +104,7 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 		CreatedUnixNano: c.TimeUnixNano,
 		UpdatedUnixNano: c.TimeUnixNano,
 	}
-	a.putEvent(s, c, KindSessionCreated, cmd.Title, nil)
+	a.putEvents(newEvent(s, c, KindSessionCreated, cmd.Title, nil))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
 }
@@ -122,9 +126,11 @@ func (a *applier) appendEvents(c *fsmpb.Command, cmd *fsmpb.AppendEvents) (*fsmp
 		return nil, e
 	}
 	first := s.HeadSeq + 1
-	for _, in := range cmd.Events {
-		a.putEvent(s, c, in.Kind, in.Text, in.Data)
+	events := make([]*fsmpb.Event, len(cmd.Events))
+	for i, in := range cmd.Events {
+		events[i] = newEvent(s, c, in.Kind, in.Text, in.Data)
 	}
+	a.putEvents(events...)
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
@@ -180,7 +186,7 @@ func (a *applier) stopSession(c *fsmpb.Command, cmd *fsmpb.StopSession) (*fsmpb.
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
 	s.UpdatedUnixNano = c.TimeUnixNano
-	a.putEvent(s, c, KindSessionStopped, reason, nil)
+	a.putEvents(newEvent(s, c, KindSessionStopped, reason, nil))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
 }

@@ -13,7 +13,7 @@ import (
 var (
 	bucketMeta     = []byte("meta")     // appliedIndex → uint64
 	bucketSessions = []byte("sessions") // session_id → fsmpb.Session
-	bucketJournal  = []byte("journal")  // session_id 0x00 seq(8, big endian) → fsmpb.Event
+	bucketJournal  = []byte("journal")  // session_id 0x00 first_seq(8, big endian) → fsmpb.EventChunk
 	bucketRequests = []byte("requests") // request_id → fsmpb.Result
 	bucketExpiry   = []byte("expiry")   // time(8) request_id → nil: dedup retention index
 

@@ -886,6 +886,53 @@ func (x *Event) GetRequestId() string {
 	return ""
 }
 
+// EventChunk is the stored form of the events one command appended, kept
+// under the key of its first event: a batched append costs one B-tree put,
+// not one per event.
+type EventChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventChunk) Reset() {
+	*x = EventChunk{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventChunk) ProtoMessage() {}
+
+func (x *EventChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
+func (*EventChunk) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EventChunk) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
@@ -958,7 +1005,10 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x04text\x18\x05 \x01(\tR\x04text\x12\x12\n" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId*b\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"7\n" +
+	"\n" +
+	"EventChunk\x12)\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.fak.fsm.v1.EventR\x06events*b\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SESSION_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -977,7 +1027,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),     // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),       // 1: fak.fsm.v1.Command
@@ -991,6 +1041,7 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*AppendResult)(nil),  // 9: fak.fsm.v1.AppendResult
 	(*Session)(nil),       // 10: fak.fsm.v1.Session
 	(*Event)(nil),         // 11: fak.fsm.v1.Event
+	(*EventChunk)(nil),    // 12: fak.fsm.v1.EventChunk
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	3,  // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
@@ -1002,11 +1053,12 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	10, // 6: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
 	9,  // 7: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
 	0,  // 8: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	11, // 9: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -1030,7 +1082,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
