@@ -1,0 +1,90 @@
+package node_test
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// BenchmarkRawRaftApply is the ceiling fak's append path is compared with:
+// three hashicorp/raft nodes in this process over loopback TCP, raft-boltdb
+// log stores, a no-op FSM and one client applying 256-byte entries. Run it
+// in the same `go test -bench` invocation as BenchmarkAppend/clients=1 to
+// compare p50 latencies on equal terms.
+func BenchmarkRawRaftApply(b *testing.B) {
+	var nodes []*raft.Raft
+	var servers []raft.Server
+	var transports []*raft.NetworkTransport
+	dir := b.TempDir()
+	for i := 0; i < 3; i++ {
+		trans, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 10*time.Second, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		transports = append(transports, trans)
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprint(i)), Address: trans.LocalAddr()})
+	}
+	for i := 0; i < 3; i++ {
+		cfg := raft.DefaultConfig()
+		cfg.LocalID = servers[i].ID
+		cfg.Logger = hclog.NewNullLogger()
+		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, fmt.Sprint(i, ".db"))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		r, err := raft.NewRaft(cfg, noopFSM{}, store, store, raft.NewDiscardSnapshotStore(), transports[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Shutdown().Error() })
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, r)
+	}
+	var leader *raft.Raft
+	deadline := time.Now().Add(10 * time.Second)
+	for leader == nil && time.Now().Before(deadline) {
+		for _, r := range nodes {
+			if r.State() == raft.Leader {
+				leader = r
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if leader == nil {
+		b.Fatal("no leader")
+	}
+	entry := make([]byte, 256)
+	lat := make([]time.Duration, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := leader.Apply(entry, 0).Error(); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatency(b, lat, elapsed, 1)
+}
+
+type noopFSM struct{}
+
+func (noopFSM) Apply(*raft.Log) interface{}         { return nil }
+func (noopFSM) Snapshot() (raft.FSMSnapshot, error) { return noopSnapshot{}, nil }
+func (noopFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+type noopSnapshot struct{}
+
+func (noopSnapshot) Persist(s raft.SnapshotSink) error { return s.Close() }
+func (noopSnapshot) Release()                          {}
