@@ -6,6 +6,9 @@ BIN       := bin
 GENERATED := api/gen fsm/fsmpb
 
 .DEFAULT_GOAL := build
+# Run prerequisites one at a time even under -j: check-generate rewrites
+# files that vet and the tests read (go parallelizes within each step).
+.NOTPARALLEL:
 
 .PHONY: help build test run generate check-generate lint vet fmt-check buf-lint bench clean
 
@@ -41,6 +44,7 @@ check-generate: generate
 	    echo "generated code is stale: run make generate" >&2; \
 	    exit 1; \
 	fi
+	@echo "generated code is up to date"
 
 lint: vet fmt-check buf-lint
 
@@ -48,6 +52,7 @@ vet:
 	$(GO) vet ./...
 
 fmt-check:
+	@echo "gofmt -l ."
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then \
 	    echo "$$unformatted"; \
@@ -59,7 +64,8 @@ buf-lint:
 	$(GO) tool buf lint
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/ ./cluster/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
+	$(GO) test -run '^$$' -bench . -benchtime 5000x ./node/
 
 clean:
 	rm -rf $(BIN)
