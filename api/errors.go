@@ -76,6 +76,30 @@ func toConnectError(err error) error {
 	return connect.NewError(connect.CodeInternal, err)
 }
 
+// retryableRemote extends retryable to a call on the leader that broke
+// mid-flight: connect-go reports a reset or broken connection as canceled
+// (or unknown/internal for a truncated response) even though our own
+// context is alive. The outcome is unknown, and the request id makes the
+// retry safe. Errors the leader itself produced carry an ErrorInfo detail
+// and are not retried here.
+func retryableRemote(ctx context.Context, err error) bool {
+	if retryable(err) {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) || len(ce.Details()) > 0 {
+		return false
+	}
+	switch ce.Code() {
+	case connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal, connect.CodeDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
 // retryable reports whether a write or read-index attempt may be retried on
 // the (possibly new) leader. Writes carry request ids, so even an
 // indeterminate outcome is safe to retry.

@@ -99,7 +99,7 @@ func leaderCall[T any](ctx context.Context, s *Server, hdr http.Header,
 			return zero, cluster.ErrNotLeader
 		} else if _, addr := s.cluster.Leader(); addr != "" && addr != s.cfg.APIAddr {
 			v, err := remote(ctx, s.peers.get(addr))
-			if err == nil || !retryable(err) {
+			if err == nil || !retryableRemote(ctx, err) {
 				return v, err
 			}
 			lastErr = err

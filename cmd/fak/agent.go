@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -123,13 +124,21 @@ func waitForSignals(nodes []*node.Node, leaveOnTerminate bool, stderr io.Writer)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// All at once: stopping a dev fleet node by node would make the
+		// last ones hold elections on the way down.
+		var wg sync.WaitGroup
 		for _, n := range nodes {
-			if sig == syscall.SIGTERM && leaveOnTerminate {
-				n.Leave()
-			} else {
-				n.Shutdown()
-			}
+			wg.Add(1)
+			go func(n *node.Node) {
+				defer wg.Done()
+				if sig == syscall.SIGTERM && leaveOnTerminate {
+					n.Leave()
+				} else {
+					n.Shutdown()
+				}
+			}(n)
 		}
+		wg.Wait()
 	}()
 	select {
 	case <-done:
