@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +17,14 @@ import (
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/node/testcluster"
 )
+
+// The fak binary runs with GOGC=400 unless GOGC is set (cmd/fak/main.go);
+// benchmark the same way.
+func init() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
 
 // benchAppend drives AppendEvents on the leader of a fresh three-node fleet
 // from `clients` goroutines, `batch` events of 256 bytes per call, and
