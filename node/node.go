@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -61,7 +60,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	apiAddr := ln.Addr().String()
 	c, err := cluster.New(cluster.Config{
-		Name: cfg.Name, DataDir: filepath.Join(cfg.DataDir),
+		Name: cfg.Name, DataDir: cfg.DataDir,
 		RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, APIAddr: apiAddr,
 		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Voter: cfg.Voter,
 		DeadServerGrace:   cfg.DeadServerGrace,
