@@ -120,8 +120,45 @@ func leaderCall[T any](ctx context.Context, s *Server, hdr http.Header,
 	}
 }
 
-// propose applies cmd on the leader (this node, or through local/remote)
-// and turns a domain error in the result into an error.
+// write serves a write RPC. On the ready leader it checks the session
+// exists (when sessionID is set), proposes the command from build and
+// converts the FSM's result; on any other node it forwards the same request
+// (request id already stamped) to the leader through forward.
+func write[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], sessionID string,
+	build func() *fsmpb.Command,
+	convert func(*fsmpb.Result) *Resp,
+	forward func(context.Context, *peerClients, *connect.Request[Req]) (*connect.Response[Resp], error),
+) (*connect.Response[Resp], error) {
+	resp, err := leaderCall(ctx, s, req.Header(),
+		func(ctx context.Context) (*Resp, error) {
+			if sessionID != "" {
+				if err := s.requireSession(sessionID); err != nil {
+					return nil, err
+				}
+			}
+			res, err := s.apply(ctx, build())
+			if err != nil {
+				return nil, err
+			}
+			return convert(res), nil
+		},
+		func(ctx context.Context, p *peerClients) (*Resp, error) {
+			fwd := connect.NewRequest(req.Msg)
+			s.forwardHeaders(fwd.Header(), req.Header())
+			r, err := forward(ctx, p, fwd)
+			if err != nil {
+				return nil, err
+			}
+			return r.Msg, nil
+		})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// apply proposes cmd on this (leader) node and turns a domain error in the
+// result into an error.
 func (s *Server) apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	res, err := s.cluster.Apply(ctx, cmd)
 	if err != nil {

@@ -33,32 +33,18 @@ func (h *sessionHandler) CreateSession(ctx context.Context, req *connect.Request
 	if len(m.Title) > fsm.MaxTitleBytes || len(m.Objective) > fsm.MaxObjectiveBytes {
 		return nil, invalidArgument("title (max %d bytes) or objective (max %d bytes) too long", fsm.MaxTitleBytes, fsm.MaxObjectiveBytes)
 	}
-	resp, err := leaderCall(ctx, h.s, req.Header(),
-		func(ctx context.Context) (*fakv1.CreateSessionResponse, error) {
-			res, err := h.s.apply(ctx, &fsmpb.Command{
-				RequestId: m.RequestId,
-				Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
-					SessionId: newID("ses_"), Title: m.Title, Objective: m.Objective,
-				}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return &fakv1.CreateSessionResponse{Session: sessionToAPI(res.GetSession())}, nil
+	return write(ctx, h.s, req, "",
+		func() *fsmpb.Command {
+			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
+				SessionId: newID("ses_"), Title: m.Title, Objective: m.Objective,
+			}}}
 		},
-		func(ctx context.Context, p *peerClients) (*fakv1.CreateSessionResponse, error) {
-			fwd := connect.NewRequest(m)
-			h.s.forwardHeaders(fwd.Header(), req.Header())
-			r, err := p.session.CreateSession(ctx, fwd)
-			if err != nil {
-				return nil, err
-			}
-			return r.Msg, nil
+		func(res *fsmpb.Result) *fakv1.CreateSessionResponse {
+			return &fakv1.CreateSessionResponse{Session: sessionToAPI(res.GetSession())}
+		},
+		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.CreateSessionRequest]) (*connect.Response[fakv1.CreateSessionResponse], error) {
+			return p.session.CreateSession(ctx, r)
 		})
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(resp), nil
 }
 
 func (h *sessionHandler) AppendEvents(ctx context.Context, req *connect.Request[fakv1.AppendEventsRequest]) (*connect.Response[fakv1.AppendEventsResponse], error) {
@@ -78,36 +64,19 @@ func (h *sessionHandler) AppendEvents(ctx context.Context, req *connect.Request[
 	if err := fsm.ValidateEventInputs(inputs); err != nil {
 		return nil, toConnectError(err)
 	}
-	resp, err := leaderCall(ctx, h.s, req.Header(),
-		func(ctx context.Context) (*fakv1.AppendEventsResponse, error) {
-			if err := h.s.requireSession(m.SessionId); err != nil {
-				return nil, err
-			}
-			res, err := h.s.apply(ctx, &fsmpb.Command{
-				RequestId: m.RequestId,
-				Body: &fsmpb.Command_AppendEvents{AppendEvents: &fsmpb.AppendEvents{
-					SessionId: m.SessionId, ExpectedSeq: m.ExpectedSeq, Events: inputs,
-				}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			a := res.GetAppend()
-			return &fakv1.AppendEventsResponse{SessionId: a.SessionId, FirstSeq: a.FirstSeq, LastSeq: a.LastSeq}, nil
+	return write(ctx, h.s, req, m.SessionId,
+		func() *fsmpb.Command {
+			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_AppendEvents{AppendEvents: &fsmpb.AppendEvents{
+				SessionId: m.SessionId, ExpectedSeq: m.ExpectedSeq, Events: inputs,
+			}}}
 		},
-		func(ctx context.Context, p *peerClients) (*fakv1.AppendEventsResponse, error) {
-			fwd := connect.NewRequest(m)
-			h.s.forwardHeaders(fwd.Header(), req.Header())
-			r, err := p.session.AppendEvents(ctx, fwd)
-			if err != nil {
-				return nil, err
-			}
-			return r.Msg, nil
+		func(res *fsmpb.Result) *fakv1.AppendEventsResponse {
+			a := res.GetAppend()
+			return &fakv1.AppendEventsResponse{SessionId: a.SessionId, FirstSeq: a.FirstSeq, LastSeq: a.LastSeq}
+		},
+		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.AppendEventsRequest]) (*connect.Response[fakv1.AppendEventsResponse], error) {
+			return p.session.AppendEvents(ctx, r)
 		})
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(resp), nil
 }
 
 func (h *sessionHandler) StopSession(ctx context.Context, req *connect.Request[fakv1.StopSessionRequest]) (*connect.Response[fakv1.StopSessionResponse], error) {
@@ -121,35 +90,18 @@ func (h *sessionHandler) StopSession(ctx context.Context, req *connect.Request[f
 	if len(m.Reason) > fsm.MaxReasonBytes {
 		return nil, invalidArgument("reason longer than %d bytes", fsm.MaxReasonBytes)
 	}
-	resp, err := leaderCall(ctx, h.s, req.Header(),
-		func(ctx context.Context) (*fakv1.StopSessionResponse, error) {
-			if err := h.s.requireSession(m.SessionId); err != nil {
-				return nil, err
-			}
-			res, err := h.s.apply(ctx, &fsmpb.Command{
-				RequestId: m.RequestId,
-				Body: &fsmpb.Command_StopSession{StopSession: &fsmpb.StopSession{
-					SessionId: m.SessionId, Reason: m.Reason,
-				}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return &fakv1.StopSessionResponse{Session: sessionToAPI(res.GetSession())}, nil
+	return write(ctx, h.s, req, m.SessionId,
+		func() *fsmpb.Command {
+			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_StopSession{StopSession: &fsmpb.StopSession{
+				SessionId: m.SessionId, Reason: m.Reason,
+			}}}
 		},
-		func(ctx context.Context, p *peerClients) (*fakv1.StopSessionResponse, error) {
-			fwd := connect.NewRequest(m)
-			h.s.forwardHeaders(fwd.Header(), req.Header())
-			r, err := p.session.StopSession(ctx, fwd)
-			if err != nil {
-				return nil, err
-			}
-			return r.Msg, nil
+		func(res *fsmpb.Result) *fakv1.StopSessionResponse {
+			return &fakv1.StopSessionResponse{Session: sessionToAPI(res.GetSession())}
+		},
+		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.StopSessionRequest]) (*connect.Response[fakv1.StopSessionResponse], error) {
+			return p.session.StopSession(ctx, r)
 		})
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(resp), nil
 }
 
 func (h *sessionHandler) ListSessions(ctx context.Context, req *connect.Request[fakv1.ListSessionsRequest]) (*connect.Response[fakv1.ListSessionsResponse], error) {
