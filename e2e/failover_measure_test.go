@@ -17,7 +17,9 @@ package e2e
 //	                         any other PATH JSON; an existing directory gets
 //	                         <TestName>.json and <TestName>.md
 //	FAK_MEASURE_ROUNDS=N     failover rounds (default 10)
-//	FAK_MEASURE_WRITERS=N    concurrent writer goroutines (default 4)
+//	FAK_MEASURE_WRITERS=N    closed-loop writer goroutines (default 4)
+//	FAK_MEASURE_PROBE=D      also start an append every D, open loop
+//	                         (default 10ms)
 //	FAK_MEASURE_DURATION=D   sustained load duration (default 5m)
 //	FAK_MEASURE_WARMUP=D     calibration run before it (default 15s)
 
@@ -226,6 +228,7 @@ type appendCall struct {
 	start, end time.Time
 	seq        uint64 // acknowledged seq; 0 when the call failed
 	failure    string // reason or code of a failed call
+	probe      bool   // made by the open-loop prober, not a writer
 }
 
 // appendLog collects every call of the writers.
@@ -267,51 +270,88 @@ func failureReason(err error) string {
 	return ce.Code().String()
 }
 
-// runWriters starts n goroutines that append to sessionID one event per call
-// until ctx ends, each call with its own request id and a timeout of
+// appendOnce appends one event, with request id and text id, through
+// agent a with a timeout of measureCallTimeout, and records the call.
+func appendOnce(ctx context.Context, clients *apiClients, sessionID, id string, a *agent, probe bool, log *appendLog) appendCall {
+	callCtx, cancel := context.WithTimeout(ctx, measureCallTimeout)
+	start := time.Now()
+	resp, err := clients.of(a).session.AppendEvents(callCtx, connect.NewRequest(&fakv1.AppendEventsRequest{
+		SessionId: sessionID,
+		Events:    []*fakv1.EventInput{{Kind: "input", Text: id}},
+		RequestId: id,
+	}))
+	end := time.Now()
+	cancel()
+	c := appendCall{requestID: id, node: a.name, start: start, end: end, probe: probe}
+	switch {
+	case err == nil:
+		c.seq = resp.Msg.GetFirstSeq()
+		if resp.Msg.GetLastSeq() != c.seq || c.seq == 0 {
+			c.failure = fmt.Sprintf("bad ack: seqs %d-%d", resp.Msg.GetFirstSeq(), resp.Msg.GetLastSeq())
+		}
+	case ctx.Err() != nil:
+		// Cancelled by the test: the outcome is unknown, which the final
+		// check tolerates (the call is not acknowledged).
+		c.failure = "stopped"
+	default:
+		c.failure = failureReason(err)
+	}
+	log.add(c)
+	return c
+}
+
+// runWriters starts n goroutines that append to sessionID one event per
+// call until ctx ends, each call with its own request id and a timeout of
 // measureCallTimeout, rotating over the agents whose process is running.
-func runWriters(ctx context.Context, f *fleet, clients *apiClients, sessionID string, n int, log *appendLog) (wait func()) {
+//
+// Closed-loop writers alone measure recovery coarsely: the calls they start
+// right after the kill wait inside a follower, whose forwarding retries back
+// off to 200 ms, or time out after 1 s; so the first ack lands on that retry
+// schedule. An open-loop prober therefore also starts a call every probe
+// interval (if probe > 0), so some call starts just after the new leader is
+// ready.
+func runWriters(ctx context.Context, f *fleet, clients *apiClients, sessionID string, n int, probe time.Duration, log *appendLog) (wait func()) {
 	var wg sync.WaitGroup
 	runID := time.Now().UnixNano()
+	pick := func(i int) *agent {
+		running := f.running()
+		if len(running) == 0 {
+			return nil
+		}
+		return running[i%len(running)]
+	}
 	for w := range n {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				running := f.running()
-				if len(running) == 0 {
+				a := pick(i + w)
+				if a == nil {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
-				a := running[(i+w)%len(running)]
-				id := fmt.Sprintf("m%d-w%d-%d", runID, w, i)
-				callCtx, cancel := context.WithTimeout(ctx, measureCallTimeout)
-				start := time.Now()
-				resp, err := clients.of(a).session.AppendEvents(callCtx, connect.NewRequest(&fakv1.AppendEventsRequest{
-					SessionId: sessionID,
-					Events:    []*fakv1.EventInput{{Kind: "input", Text: id}},
-					RequestId: id,
-				}))
-				end := time.Now()
-				cancel()
-				c := appendCall{requestID: id, node: a.name, start: start, end: end}
-				if err == nil {
-					c.seq = resp.Msg.GetFirstSeq()
-					if resp.Msg.GetLastSeq() != c.seq || c.seq == 0 {
-						c.failure = fmt.Sprintf("bad ack: seqs %d-%d", resp.Msg.GetFirstSeq(), resp.Msg.GetLastSeq())
-					}
-				} else {
-					if ctx.Err() != nil {
-						// Cancelled by the test: the outcome is unknown, which the
-						// final check tolerates (the call is not acknowledged).
-						c.failure = "stopped"
-					} else {
-						c.failure = failureReason(err)
-					}
-					// A node refusing connections fails at once: do not spin.
-					if end.Sub(start) < 5*time.Millisecond {
-						time.Sleep(5 * time.Millisecond)
-					}
+				c := appendOnce(ctx, clients, sessionID, fmt.Sprintf("m%d-w%d-%d", runID, w, i), a, false, log)
+				// A node refusing connections fails at once: do not spin.
+				if c.seq == 0 && c.end.Sub(c.start) < 5*time.Millisecond {
+					time.Sleep(5 * time.Millisecond)
 				}
-				log.add(c)
+			}
+		})
+	}
+	if probe > 0 {
+		wg.Go(func() {
+			var calls sync.WaitGroup
+			defer calls.Wait()
+			ticker := time.NewTicker(probe)
+			defer ticker.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+				}
+				if a := pick(i); a != nil {
+					id := fmt.Sprintf("m%d-p-%d", runID, i)
+					calls.Go(func() { appendOnce(ctx, clients, sessionID, id, a, true, log) })
+				}
 			}
 		})
 	}
@@ -325,6 +365,11 @@ type failoverRound struct {
 	KilledPID  int     `json:"killed_pid"`
 	NewLeader  string  `json:"new_leader"`
 	RecoveryMS float64 `json:"recovery_ms"` // kill → first ack of a call started after the kill
+	// WriterRecoveryMS: the same, counting only the closed-loop writers.
+	WriterRecoveryMS float64 `json:"writer_recovery_ms"`
+	// ElectedMS: kill → both survivors name the new leader, which reports
+	// itself Leader (polled every 10 ms; 0 if not seen).
+	ElectedMS float64 `json:"elected_ms"`
 	// InFlightAcked: calls already in flight at the kill that were
 	// acknowledged afterwards (forwarded by a follower and retried).
 	InFlightAcked int `json:"in_flight_acked"`
@@ -345,6 +390,7 @@ func TestMeasureFailover(t *testing.T) {
 	requireMeasure(t)
 	rounds := envInt(t, "FAK_MEASURE_ROUNDS", 10)
 	writers := envInt(t, "FAK_MEASURE_WRITERS", 4)
+	probe := envDuration(t, "FAK_MEASURE_PROBE", 10*time.Millisecond)
 
 	bins := buildMeasureBinaries(t)
 	f := startFleet(t, bins, 3)
@@ -362,11 +408,12 @@ func TestMeasureFailover(t *testing.T) {
 	}
 	sessionID := created.Msg.GetSession().GetSessionId()
 	initialHead := created.Msg.GetSession().GetHeadSeq()
-	t.Logf("session %s (head %d); %d writers, %s per-call timeout", sessionID, initialHead, writers, measureCallTimeout)
+	t.Logf("session %s (head %d); %d closed-loop writers and an open-loop call every %s, %s per-call timeout",
+		sessionID, initialHead, writers, probe, measureCallTimeout)
 
 	log := &appendLog{}
 	writeCtx, stopWriters := context.WithCancel(context.Background())
-	waitWriters := runWriters(writeCtx, f, clients, sessionID, writers, log)
+	waitWriters := runWriters(writeCtx, f, clients, sessionID, writers, probe, log)
 	writersStopped := false
 	stop := func() {
 		if !writersStopped {
@@ -406,6 +453,23 @@ func TestMeasureFailover(t *testing.T) {
 		killedAt := time.Now()
 		leader.kill(t)
 		killed := leader
+		survivors := slices.DeleteFunc(slices.Clone(f.agents), func(a *agent) bool { return a == killed })
+
+		// Meanwhile, note when both survivors first name the same new
+		// leader and it reports itself Leader (Raft election done; it
+		// still commits its barrier entry before serving writes).
+		electedCh := make(chan time.Time, 1)
+		electCtx, stopElectPoll := context.WithTimeout(context.Background(), recoveryTimeout)
+		go func() {
+			defer close(electedCh)
+			for electCtx.Err() == nil {
+				if l, _, _ := clients.agreedLeader(electCtx, survivors); l != nil {
+					electedCh <- time.Now()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
 
 		// Wait for the first ack of a call started after the kill.
 		var recovered appendCall
@@ -423,14 +487,19 @@ func TestMeasureFailover(t *testing.T) {
 		// let every call in flight finish, then look again.
 		time.Sleep(measureCallTimeout + 100*time.Millisecond)
 		failed := make(map[string]int)
-		var lastBefore appendCall
+		var lastBefore, writerRecovered appendCall
 		inFlightAcked := 0
 		calls, _ := log.since(roundIndex)
 		for _, c := range calls {
 			if c.seq > 0 && !c.start.Before(killedAt) && c.end.Before(recovered.end) {
 				recovered = c
 			}
+			if c.seq > 0 && !c.probe && !c.start.Before(killedAt) && (writerRecovered.seq == 0 || c.end.Before(writerRecovered.end)) {
+				writerRecovered = c
+			}
 		}
+		stopElectPoll()
+		electedAt := <-electedCh
 		for _, c := range calls {
 			switch {
 			case c.seq > 0 && c.end.Before(killedAt):
@@ -440,20 +509,25 @@ func TestMeasureFailover(t *testing.T) {
 			case c.seq > 0 && c.start.Before(killedAt):
 				inFlightAcked++
 			case c.seq == 0 && !c.end.Before(killedAt) && !c.start.After(recovered.end):
-				failed[c.failure]++
+				via := "survivor"
+				if c.node == killed.name {
+					via = "killed node"
+				}
+				failed[c.failure+" via "+via]++
 			}
 		}
 		r.RecoveryMS = millisSince(killedAt, recovered.end)
+		r.WriterRecoveryMS = millisSince(killedAt, writerRecovered.end)
+		r.ElectedMS = millisSince(killedAt, electedAt)
 		r.InFlightAcked = inFlightAcked
 		r.LastAckBeforeKillMS = millisSince(lastBefore.end, killedAt)
 		r.FirstAckThrough = recovered.node
 		r.FailedCalls = failed
 
-		survivors := slices.DeleteFunc(slices.Clone(f.agents), func(a *agent) bool { return a == killed })
 		newLeader, _ := clients.waitAgreedLeader(f, survivors, leaderTimeout)
 		r.NewLeader = newLeader.name
-		t.Logf("round %2d: killed leader %s (pid %d); writes accepted again after %.1f ms (through %s; last ack %.1f ms before the kill; %d calls in flight at the kill acked later); new leader %s; failed calls meanwhile %v",
-			round, killed.name, r.KilledPID, r.RecoveryMS, r.FirstAckThrough, r.LastAckBeforeKillMS, r.InFlightAcked, r.NewLeader, failed)
+		t.Logf("round %2d: killed leader %s (pid %d); writes accepted again after %.1f ms (through %s; closed-loop writers only: %.1f ms); new leader %s seen by both survivors after %.1f ms; last ack %.1f ms before the kill; %d calls in flight at the kill acked later; failed calls meanwhile %v",
+			round, killed.name, r.KilledPID, r.RecoveryMS, r.FirstAckThrough, r.WriterRecoveryMS, r.NewLeader, r.ElectedMS, r.LastAckBeforeKillMS, r.InFlightAcked, failed)
 
 		// Restart the killed node from its data dir and wait until it has
 		// caught up and all three agree on the leader.
@@ -496,11 +570,15 @@ func TestMeasureFailover(t *testing.T) {
 	leader, _ = clients.waitAgreedLeader(f, f.agents, leaderTimeout)
 	verifyJournals(t, f, clients, sessionID, initialHead, calls)
 
-	var recoveries []float64
+	var recoveries, writerRecoveries, elections []float64
 	for _, r := range results {
 		recoveries = append(recoveries, r.RecoveryMS)
+		writerRecoveries = append(writerRecoveries, r.WriterRecoveryMS)
+		elections = append(elections, r.ElectedMS)
 	}
 	st := summarize(recoveries)
+	wst := summarize(writerRecoveries)
+	est := summarize(elections)
 	acked, failedTotal := 0, 0
 	for _, c := range calls {
 		if c.seq > 0 {
@@ -511,29 +589,36 @@ func TestMeasureFailover(t *testing.T) {
 	}
 	t.Logf("failover over %d rounds: writes accepted again after median %.1f ms, min %.1f ms, max %.1f ms (mean %.1f ms)",
 		len(results), st.Median, st.Min, st.Max, st.Mean)
+	t.Logf("closed-loop writers only: median %.1f ms, min %.1f ms, max %.1f ms", wst.Median, wst.Min, wst.Max)
+	t.Logf("new leader agreed by the survivors: median %.1f ms, min %.1f ms, max %.1f ms", est.Median, est.Min, est.Max)
 	t.Logf("%d calls: %d acknowledged, %d failed", len(calls), acked, failedTotal)
 
 	summary := map[string]any{
-		"test":             "TestMeasureFailover",
-		"date":             time.Now().UTC().Format(time.RFC3339),
-		"writers":          writers,
-		"call_timeout_ms":  millis(measureCallTimeout),
-		"rounds":           results,
-		"recovery_ms":      st,
-		"calls":            len(calls),
-		"acknowledged":     acked,
-		"failed":           failedTotal,
-		"final_leader":     leader.name,
-		"all_acks_present": !t.Failed(),
+		"test":               "TestMeasureFailover",
+		"date":               time.Now().UTC().Format(time.RFC3339),
+		"writers":            writers,
+		"call_timeout_ms":    millis(measureCallTimeout),
+		"rounds":             results,
+		"recovery_ms":        st,
+		"writer_recovery_ms": wst,
+		"elected_ms":         est,
+		"probe_interval_ms":  millis(probe),
+		"calls":              len(calls),
+		"acknowledged":       acked,
+		"failed":             failedTotal,
+		"final_leader":       leader.name,
+		"all_acks_present":   !t.Failed(),
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Failover: writes accepted again after SIGKILL of the leader\n\n")
-	fmt.Fprintf(&md, "%d writers, one event per call, %s per-call timeout, non-race binaries.\n\n", writers, measureCallTimeout)
-	fmt.Fprintf(&md, "| round | killed | new leader | recovery (ms) | first ack through | catch-up after restart (ms) |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&md, "%d closed-loop writers plus an open-loop call every %s, one event per call, %s per-call timeout, non-race binaries.\n\n", writers, probe, measureCallTimeout)
+	fmt.Fprintf(&md, "| round | killed | new leader | leader agreed (ms) | writes accepted (ms) | closed-loop only (ms) | first ack through | catch-up after restart (ms) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&md, "| %d | %s | %s | %.1f | %s | %.0f |\n", r.Round, r.Killed, r.NewLeader, r.RecoveryMS, r.FirstAckThrough, r.CatchUpMS)
+		fmt.Fprintf(&md, "| %d | %s | %s | %.1f | %.1f | %.1f | %s | %.0f |\n", r.Round, r.Killed, r.NewLeader, r.ElectedMS, r.RecoveryMS, r.WriterRecoveryMS, r.FirstAckThrough, r.CatchUpMS)
 	}
-	fmt.Fprintf(&md, "\nMedian %.1f ms, min %.1f ms, max %.1f ms, mean %.1f ms.\n\n", st.Median, st.Min, st.Max, st.Mean)
+	fmt.Fprintf(&md, "\nWrites accepted again: median %.1f ms, min %.1f ms, max %.1f ms, mean %.1f ms.\n", st.Median, st.Min, st.Max, st.Mean)
+	fmt.Fprintf(&md, "Closed-loop writers only: median %.1f ms, min %.1f ms, max %.1f ms.\n", wst.Median, wst.Min, wst.Max)
+	fmt.Fprintf(&md, "Leader agreed by the survivors: median %.1f ms, min %.1f ms, max %.1f ms.\n\n", est.Median, est.Min, est.Max)
 	fmt.Fprintf(&md, "%d calls, %d acknowledged, %d failed; every acknowledged append present on every node: %v.\n", len(calls), acked, failedTotal, !t.Failed())
 	writeMeasureOutput(t, summary, md.String())
 }
@@ -745,6 +830,7 @@ type benchResult struct {
 
 	exitCode int
 	stderr   string
+	started  time.Time // when fakctl started
 }
 
 // runBench runs `fakctl bench append` against agent a and interrupts it
@@ -766,6 +852,7 @@ func runBench(t *testing.T, f *fleet, a *agent, total int64, d time.Duration) be
 	}
 	cmd.Stdout, cmd.Stderr = &stdout, stderrFile
 	killWithParent(cmd)
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start fakctl bench: %v", err)
 	}
@@ -788,7 +875,7 @@ func runBench(t *testing.T, f *fleet, a *agent, total int64, d time.Duration) be
 	}
 	stderrFile.Close()
 	stderr, _ := os.ReadFile(stderrPath)
-	r := benchResult{stderr: string(stderr)}
+	r := benchResult{stderr: string(stderr), started: started}
 	var exitErr *exec.ExitError
 	switch {
 	case waitErr == nil:
@@ -830,6 +917,84 @@ func progressRates(stderr string) []int64 {
 		prev = n
 	}
 	return rates
+}
+
+// appendPhaseStart estimates when the bench's append phase (and its
+// progress clock) started: after "Created N sessions in D".
+func appendPhaseStart(r benchResult) time.Time {
+	for line := range strings.Lines(r.stderr) {
+		if rest, ok := strings.CutPrefix(line, "Created "); ok {
+			if _, d, ok := strings.Cut(strings.TrimSpace(rest), " sessions in "); ok {
+				if dur, err := time.ParseDuration(d); err == nil {
+					return r.started.Add(dur)
+				}
+			}
+		}
+	}
+	return r.started
+}
+
+// storageEvent is a change seen on disk in an agent's data dir.
+type storageEvent struct {
+	At   time.Time `json:"at"`
+	Node string    `json:"node"`
+	What string    `json:"what"`
+}
+
+// watchStorage polls every agent's data dir and records Raft snapshots
+// starting (a .tmp dir appears) and finishing, and growth of the FSM and
+// Raft log databases (bbolt remaps its file as it grows), so that stalls
+// can be lined up with them.
+func watchStorage(f *fleet, every time.Duration) (stop func() []storageEvent) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var events []storageEvent
+	go func() {
+		defer close(done)
+		seen := make(map[string]bool)
+		sizes := make(map[string]int64)
+		for first := true; ; first = false {
+			now := time.Now()
+			for _, a := range f.agents {
+				entries, _ := os.ReadDir(filepath.Join(a.dataDir, "raft", "snapshots"))
+				for _, e := range entries {
+					key := a.name + "/" + e.Name()
+					if !seen[key] {
+						seen[key] = true
+						if !first {
+							what := "snapshot finished: " + e.Name()
+							if strings.HasSuffix(e.Name(), ".tmp") {
+								what = "snapshot started: " + e.Name()
+							}
+							events = append(events, storageEvent{At: now, Node: a.name, What: what})
+						}
+					}
+				}
+				for _, db := range []string{"fsm.db", filepath.Join("raft", "raft.db")} {
+					info, err := os.Stat(filepath.Join(a.dataDir, db))
+					if err != nil {
+						continue
+					}
+					key := a.name + "/" + db
+					if old, ok := sizes[key]; ok && info.Size() != old {
+						events = append(events, storageEvent{At: now, Node: a.name,
+							What: fmt.Sprintf("%s %d -> %d MiB", filepath.Base(db), old>>20, info.Size()>>20)})
+					}
+					sizes[key] = info.Size()
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() []storageEvent {
+		cancel()
+		<-done
+		return events
+	}
 }
 
 // electionMarks counts, in an agent's log, lines that show an election or
@@ -937,7 +1102,9 @@ func TestMeasureSustainedLoad(t *testing.T) {
 	}()
 
 	t.Logf("running fakctl bench append --sessions 100 --clients 64 --total %d --size 256 against %s for %s", total, leader.name, duration)
+	stopStorage := watchStorage(f, 250*time.Millisecond)
 	res := runBench(t, f, leader, total, duration)
+	storage := stopStorage()
 	stopMonitor()
 	<-monitorDone
 	f.checkAlive()
@@ -1007,6 +1174,43 @@ func TestMeasureSustainedLoad(t *testing.T) {
 	t.Logf("throughput %.0f events/s; latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms",
 		res.EventsPerSecond, res.LatencyMillis.P50, res.LatencyMillis.P90, res.LatencyMillis.P99, res.LatencyMillis.P999, res.LatencyMillis.Max)
 	t.Logf("per-second throughput (from progress lines): min %d, max %d events/s; %d seconds with no event", minRate, maxRate, zeroSeconds)
+	// Line stalls (a second with under a quarter of the median rate) up
+	// with what happened on disk around then.
+	appendStart := appendPhaseStart(res)
+	inner := rates
+	if len(inner) > 2 {
+		inner = inner[1 : len(inner)-1]
+	}
+	sortedRates := slices.Clone(inner)
+	slices.Sort(sortedRates)
+	var medianRate int64
+	if len(sortedRates) > 0 {
+		medianRate = sortedRates[len(sortedRates)/2]
+	}
+	var stalls []string
+	for i, r := range rates {
+		if i == 0 || i == len(rates)-1 || r*4 >= medianRate {
+			continue
+		}
+		// Progress line i covers seconds (i, i+1] of the append phase.
+		from, to := appendStart.Add(time.Duration(i)*time.Second), appendStart.Add(time.Duration(i+1)*time.Second)
+		var near []string
+		for _, e := range storage {
+			if e.At.After(from.Add(-3*time.Second)) && e.At.Before(to.Add(3*time.Second)) {
+				near = append(near, fmt.Sprintf("%+.2fs %s %s", e.At.Sub(from).Seconds(), e.Node, e.What))
+			}
+		}
+		stalls = append(stalls, fmt.Sprintf("second %d: %d events (median %d); on disk within 3 s: %s", i+1, r, medianRate, strings.Join(near, "; ")))
+	}
+	t.Logf("per-second throughput: median %d events/s; %d seconds under a quarter of it", medianRate, len(stalls))
+	for _, st := range stalls {
+		t.Logf("  stall at %s", st)
+	}
+	var storageLines []string
+	for _, e := range storage {
+		storageLines = append(storageLines, fmt.Sprintf("%7.2fs %s %s", e.At.Sub(appendStart).Seconds(), e.Node, e.What))
+	}
+	t.Logf("on disk during the run (seconds since the append phase started):\n  %s", strings.Join(storageLines, "\n  "))
 	t.Logf("election-related log lines during the run: %v", newMarks)
 	if len(monitorErrs) > 0 {
 		t.Logf("status polls that failed during the run: %d, first: %s", len(monitorErrs), monitorErrs[0])
@@ -1033,6 +1237,9 @@ func TestMeasureSustainedLoad(t *testing.T) {
 		"per_second_min_events": minRate,
 		"per_second_max_events": maxRate,
 		"seconds_without_event": zeroSeconds,
+		"per_second_events":     rates,
+		"stalls":                stalls,
+		"storage_events":        storageLines,
 		"terms_before":          terms(before),
 		"terms_after":           terms(after),
 		"elections":             elections,
@@ -1044,7 +1251,10 @@ func TestMeasureSustainedLoad(t *testing.T) {
 	fmt.Fprintf(&md, "| metric | value |\n|---|---|\n")
 	fmt.Fprintf(&md, "| duration | %.1f s |\n| events | %d |\n| errors | %d |\n| events/s | %.0f |\n", res.ElapsedSeconds, res.Events, res.Errors, res.EventsPerSecond)
 	fmt.Fprintf(&md, "| p50 | %.2f ms |\n| p99 | %.2f ms |\n| p99.9 | %.2f ms |\n| max | %.2f ms |\n", res.LatencyMillis.P50, res.LatencyMillis.P99, res.LatencyMillis.P999, res.LatencyMillis.Max)
-	fmt.Fprintf(&md, "| per-second events/s min–max | %d–%d |\n| elections | %d |\n", minRate, maxRate, len(elections))
+	fmt.Fprintf(&md, "| per-second events/s min–median–max | %d–%d–%d |\n| seconds under 1/4 of the median | %d |\n| elections | %d |\n", minRate, medianRate, maxRate, len(stalls), len(elections))
+	if len(stalls) > 0 {
+		fmt.Fprintf(&md, "\nStalls:\n\n- %s\n", strings.Join(stalls, "\n- "))
+	}
 	if len(elections) > 0 {
 		fmt.Fprintf(&md, "\nElections:\n\n- %s\n", strings.Join(elections, "\n- "))
 	}
