@@ -135,14 +135,24 @@ type applier struct {
 	expiry   *bolt.Bucket
 }
 
+// appendFillPercent: journal chunks are appended at the end of their
+// session's key range and request/expiry keys are time-ordered, so pages
+// split while still filling; bbolt's default of 50% would leave most pages
+// half empty, doubling the file and the snapshots copied from it.
+const appendFillPercent = 0.9
+
 func newApplier(tx *bolt.Tx) *applier {
-	return &applier{
+	a := &applier{
 		tx:       tx,
 		sessions: tx.Bucket(bucketSessions),
 		journal:  tx.Bucket(bucketJournal),
 		requests: tx.Bucket(bucketRequests),
 		expiry:   tx.Bucket(bucketExpiry),
 	}
+	a.journal.FillPercent = appendFillPercent
+	a.requests.FillPercent = appendFillPercent
+	a.expiry.FillPercent = appendFillPercent
+	return a
 }
 
 func (a *applier) applyEntry(data []byte) []*fsmpb.Result {

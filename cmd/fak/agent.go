@@ -34,6 +34,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		logLevel         string
 		logJSON          bool
 		leaveOnTerminate bool
+		pprofAddr        string
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name: its stable identity in Raft and gossip (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
@@ -49,6 +50,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots")
 	fs.BoolVar(&leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster gracefully before exiting")
+	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +81,13 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "fak agent:", err)
 			return 1
 		}
+	}
+	if pprofAddr != "" {
+		if err := servePprof(pprofAddr); err != nil {
+			fmt.Fprintln(stderr, "fak agent:", err)
+			return 1
+		}
+		logger.Info("pprof listening", "addr", pprofAddr)
 	}
 	n, err := node.Start(cfg)
 	if err != nil {
