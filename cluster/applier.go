@@ -21,8 +21,9 @@ import (
 // single goroutine takes whatever is queued (up to maxBatchCommands /
 // maxBatchBytes) and proposes it as one entry, keeping at most maxInflight
 // entries in Raft. While those are in flight, new commands queue and form the
-// next, larger entry: batches grow with load and a lone client pays only a
-// channel hop.
+// next, larger entry: batches grow with load. A command arriving when nothing
+// is queued and a slot is free is proposed by its own goroutine (no hand-off
+// to the batcher and back), so a lone client pays no extra goroutine wake-ups.
 const (
 	maxBatchCommands = 512
 	maxBatchBytes    = 512 << 10 // raft.SuggestedMaxDataSize
@@ -52,6 +53,8 @@ type applier struct {
 	logger   hclog.Logger
 	queue    chan *proposal
 	inflight chan inflightEntry
+	// slots bounds the entries in Raft at once, across both paths.
+	slots    chan struct{}
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -63,6 +66,7 @@ func newApplier(r *raft.Raft, logger hclog.Logger) *applier {
 		logger:   logger,
 		queue:    make(chan *proposal, proposalQueue),
 		inflight: make(chan inflightEntry, maxInflight),
+		slots:    make(chan struct{}, maxInflight),
 		stopCh:   make(chan struct{}),
 	}
 	a.wg.Add(2)
@@ -79,6 +83,16 @@ func (a *applier) stop() {
 // submit proposes cmd and waits for its result. The leader stamps time here.
 func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	cmd.TimeUnixNano = time.Now().UnixNano()
+	if len(a.queue) == 0 {
+		select {
+		case a.slots <- struct{}{}:
+			if len(a.queue) == 0 {
+				return a.proposeAlone(ctx, cmd)
+			}
+			<-a.slots
+		default:
+		}
+	}
 	p := &proposal{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1)}
 	select {
 	case a.queue <- p:
@@ -96,6 +110,30 @@ func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result
 	case <-a.stopCh:
 		return nil, ErrShutdown
 	}
+}
+
+// proposeAlone proposes one command as its own entry from the caller's
+// goroutine, holding a slot it releases when Raft resolves the entry. It
+// waits for Raft even if ctx ends meanwhile: the future has no other owner,
+// and Raft resolves it on commit, leadership loss or shutdown.
+func (a *applier) proposeAlone(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	defer func() { <-a.slots }()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data, err := fsm.EncodeBatch([]*fsmpb.Command{cmd})
+	if err != nil {
+		return nil, err
+	}
+	f := a.raft.Apply(data, 0)
+	if err := f.Error(); err != nil {
+		return nil, mapRaftError(err)
+	}
+	results, ok := f.Response().([]*fsmpb.Result)
+	if !ok || len(results) != 1 {
+		return nil, fmt.Errorf("fsm returned %d results for 1 command", len(results))
+	}
+	return results[0], nil
 }
 
 func (a *applier) batchLoop() {
@@ -134,6 +172,13 @@ func (a *applier) batchLoop() {
 			failAll(batch, err)
 			continue
 		}
+		select {
+		case a.slots <- struct{}{}:
+		case <-a.stopCh:
+			failAll(batch, ErrShutdown)
+			a.drainQueue()
+			return
+		}
 		f := a.raft.Apply(data, 0)
 		select {
 		case a.inflight <- inflightEntry{future: f, proposals: batch}:
@@ -163,6 +208,7 @@ func (a *applier) resolveLoop() {
 	defer a.wg.Done()
 	for e := range a.inflight {
 		err := e.future.Error()
+		<-a.slots
 		if err != nil {
 			failAll(e.proposals, mapRaftError(err))
 			continue
