@@ -83,3 +83,19 @@ func TestCluster_DeadServerRemovedAfterGraceAndReaddedOnReturn(t *testing.T) {
 		return err == nil
 	})
 }
+
+func TestCluster_JoiningServerIsAddedAsVoter(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	id := createSession(t, c, c.Leader(), "join")
+	n4 := c.AddNode(true)
+	c.WaitFor(20*time.Second, "joining server added as a voter", func() bool {
+		return raftServers(t, c.Leader())[n4.Name]
+	})
+	c.WaitFor(10*time.Second, "joining server to replicate existing sessions", func() bool {
+		_, err := n4.Running().FSM().Session(id)
+		return err == nil
+	})
+	if got := len(raftServers(t, c.Leader())); got != 4 {
+		t.Fatalf("raft configuration has %d servers, want 4", got)
+	}
+}
