@@ -232,13 +232,15 @@ func (c *Cluster) Shutdown() error {
 	c.shutdownOnce.Do(func() {
 		close(c.shutdownCh)
 		c.ready.Store(false)
-		c.applier.stop()
 		if e := c.gossip.shutdown(); e != nil {
 			err = e
 		}
+		// Raft first: its shutdown resolves every pending future, so the
+		// applier's loops can drain even when the cluster has no quorum.
 		if e := c.raft.Shutdown().Error(); e != nil && err == nil {
 			err = e
 		}
+		c.applier.stop()
 		c.wg.Wait()
 		c.transport.Close()
 		if e := c.logStore.Close(); e != nil && err == nil {
