@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/cluster"
@@ -44,10 +45,7 @@ type peerPool struct {
 }
 
 func newPeerPool() *peerPool {
-	t := &http.Transport{MaxIdleConnsPerHost: 64}
-	t.Protocols = new(http.Protocols)
-	t.Protocols.SetUnencryptedHTTP2(true)
-	return &peerPool{httpClient: &http.Client{Transport: t}, peers: make(map[string]*peerClients)}
+	return &peerPool{httpClient: apiclient.NewHTTPClient(), peers: make(map[string]*peerClients)}
 }
 
 func (p *peerPool) get(addr string) *peerClients {

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/node/testcluster"
@@ -32,7 +33,7 @@ func TestCluster_BadInputIsRejectedAndNothingCommitted(t *testing.T) {
 
 	big := strings.Repeat("x", 4097)
 	wrongToken := fakv1connect.NewSessionServiceClient(c.HTTPClient(), "http://"+follower.APIAddr,
-		connect.WithInterceptors(headerInterceptor{"Authorization", "Bearer wrong"}))
+		connect.WithInterceptors(apiclient.Bearer("wrong")))
 	noToken := fakv1connect.NewSessionServiceClient(c.HTTPClient(), "http://"+follower.APIAddr)
 	tests := []struct {
 		name   string
@@ -113,19 +114,4 @@ func TestCluster_BadInputIsRejectedAndNothingCommitted(t *testing.T) {
 	if err != nil || s.HeadSeq != 2 {
 		t.Fatalf("session head = %v (%v), want 2", s.GetHeadSeq(), err)
 	}
-}
-
-type headerInterceptor struct{ key, value string }
-
-func (h headerInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set(h.key, h.value)
-		return next(ctx, req)
-	}
-}
-func (h headerInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

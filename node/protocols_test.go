@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/node/testcluster"
@@ -28,7 +29,7 @@ func TestCluster_ProtocolsAndHealth(t *testing.T) {
 		"connect":  connect.WithProtoJSON(),
 	} {
 		cl := fakv1connect.NewSessionServiceClient(c.HTTPClient(), "http://"+f.APIAddr, opt,
-			connect.WithInterceptors(headerInterceptor{"Authorization", "Bearer " + testcluster.Token}))
+			connect.WithInterceptors(apiclient.Bearer(testcluster.Token)))
 		resp, err := cl.AppendEvents(ctxT(t, 10*time.Second), connect.NewRequest(&fakv1.AppendEventsRequest{
 			SessionId: id, Events: []*fakv1.EventInput{{Kind: "input", Text: name}},
 		}))

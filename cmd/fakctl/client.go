@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
 
@@ -65,9 +66,9 @@ func (c *cli) connect() error {
 		return err
 	}
 	c.baseURL = baseURL
-	c.httpClient = newHTTPClient()
+	c.httpClient = apiclient.NewHTTPClient()
 	if token != "" {
-		c.clientOpts = append(c.clientOpts, connect.WithInterceptors(bearerAuth{token: token}))
+		c.clientOpts = append(c.clientOpts, connect.WithInterceptors(apiclient.Bearer(token)))
 	}
 	return nil
 }
@@ -95,19 +96,6 @@ func (c *cli) clusterClient() fakv1connect.ClusterServiceClient {
 // unaryContext returns the context for one unary call.
 func unaryContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, unaryTimeout)
-}
-
-// newHTTPClient returns a client that speaks HTTP/2 without TLS (h2c) to
-// http:// URLs, as fak nodes do, and HTTP/2 over TLS to https:// ones.
-// HTTP/2 multiplexes calls over few connections and carries server streams.
-// It has no overall timeout because streams may last indefinitely.
-func newHTTPClient() *http.Client {
-	// No proxy: h2c with prior knowledge does not go through HTTP proxies.
-	transport := &http.Transport{IdleConnTimeout: 90 * time.Second}
-	transport.Protocols = new(http.Protocols)
-	transport.Protocols.SetHTTP2(true)
-	transport.Protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: transport}
 }
 
 // resolveAddr picks the node address from the flag, then FAK_ADDR, then the
@@ -181,31 +169,4 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("token file %s is empty", path)
 	}
 	return token, nil
-}
-
-// bearerAuth sends the API token on every call, unary or streaming.
-type bearerAuth struct{ token string }
-
-var _ connect.Interceptor = bearerAuth{}
-
-func (a bearerAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			req.Header().Set("Authorization", "Bearer "+a.token)
-		}
-		return next(ctx, req)
-	}
-}
-
-func (a bearerAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+a.token)
-		return conn
-	}
-}
-
-// WrapStreamingHandler is a no-op: fakctl only makes calls.
-func (bearerAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

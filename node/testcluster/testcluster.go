@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/node"
 )
@@ -75,7 +76,7 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "warn"
 	}
-	c := &Cluster{t: t, opts: opts, http: newH2CClient()}
+	c := &Cluster{t: t, opts: opts, http: apiclient.NewHTTPClient()}
 	dir := t.TempDir()
 	for i := 0; i < opts.Nodes; i++ {
 		c.Nodes = append(c.Nodes, &Node{
@@ -238,12 +239,12 @@ func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) 
 
 // Sessions returns a SessionService client for a node's API.
 func (c *Cluster) Sessions(n *Node) fakv1connect.SessionServiceClient {
-	return fakv1connect.NewSessionServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(bearer(Token)))
+	return fakv1connect.NewSessionServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // ClusterClient returns a ClusterService client for a node's API.
 func (c *Cluster) ClusterClient(n *Node) fakv1connect.ClusterServiceClient {
-	return fakv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(bearer(Token)))
+	return fakv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // HTTPClient is the h2c client the fleet's API clients use.
@@ -273,35 +274,6 @@ func freeAddr(t testing.TB) string {
 	}
 	t.Fatal("no free port with both TCP and UDP available")
 	return ""
-}
-
-func newH2CClient() *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 16}
-	tr.Protocols = new(http.Protocols)
-	tr.Protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: tr}
-}
-
-// bearer adds the Authorization header to unary and streaming calls.
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }
 
 // testWriter sends node logs to the test log, dropping lines logged after
