@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -44,8 +45,8 @@ type peerPool struct {
 	peers      map[string]*peerClients
 }
 
-func newPeerPool() *peerPool {
-	return &peerPool{httpClient: apiclient.NewHTTPClient(), peers: make(map[string]*peerClients)}
+func newPeerPool(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *peerPool {
+	return &peerPool{httpClient: apiclient.NewHTTPClientDialer(dial), peers: make(map[string]*peerClients)}
 }
 
 func (p *peerPool) get(addr string) *peerClients {

@@ -60,7 +60,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	s := &Server{
-		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(),
+		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
 	}
 	p := new(http.Protocols)

@@ -17,6 +17,11 @@ type Config struct {
 	// free port (tests).
 	RaftAddr   string
 	GossipAddr string
+	// AdvertiseRaft, AdvertiseGossip: addresses peers reach this node at
+	// when they differ from the bound ones (NAT, containers, a proxy in
+	// between). Empty: the bound address.
+	AdvertiseRaft   string
+	AdvertiseGossip string
 	// APIAddr is advertised in gossip metadata so peers can forward writes.
 	APIAddr string
 

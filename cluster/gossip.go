@@ -83,15 +83,33 @@ func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
+	mc.Logger = g.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
+	}
+	port = nt.GetAutoBindPort()
+	mc.Transport = &gossipTransport{NetTransport: nt, source: newSourceDialer(cfg.GossipAddr)}
 	mc.BindAddr = host
 	mc.BindPort = port
 	mc.AdvertiseAddr = host
 	mc.AdvertisePort = port
+	if cfg.AdvertiseGossip != "" {
+		ah, ap, err := net.SplitHostPort(cfg.AdvertiseGossip)
+		p, perr := strconv.Atoi(ap)
+		if err != nil || perr != nil || net.ParseIP(ah) == nil || p == 0 {
+			nt.Shutdown()
+			return nil, fmt.Errorf("gossip advertise address %q: want a specific ip:port", cfg.AdvertiseGossip)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, p
+	}
 	mc.Delegate = g
 	mc.Events = g
-	mc.Logger = g.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	list, err := memberlist.Create(mc)
 	if err != nil {
+		nt.Shutdown()
 		return nil, fmt.Errorf("start gossip on %s: %w", cfg.GossipAddr, err)
 	}
 	g.list = list
@@ -229,4 +247,19 @@ func (g *gossip) record(n *memberlist.Node, status string) {
 	case g.events <- struct{}{}:
 	default:
 	}
+}
+
+// gossipTransport is memberlist's TCP/UDP transport with stream dials made
+// from the node's bind IP (UDP already leaves from the bound socket).
+type gossipTransport struct {
+	*memberlist.NetTransport
+	source sourceDialer
+}
+
+func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (t *gossipTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return t.source.dialer(a.Addr, timeout).Dial("tcp", a.Addr)
 }

@@ -16,6 +16,11 @@ type Config struct {
 	APIAddr    string
 	RaftAddr   string
 	GossipAddr string
+	// Advertise*: the addresses peers reach this node at, when they differ
+	// from the bound ones (NAT, containers, a proxy). Empty: the bound one.
+	AdvertiseAPI    string
+	AdvertiseRaft   string
+	AdvertiseGossip string
 
 	BootstrapExpect int
 	Join            []string
@@ -44,6 +49,15 @@ func (c *Config) Validate() error {
 	for flag, addr := range map[string]string{"--api-addr": c.APIAddr, "--raft-addr": c.RaftAddr, "--gossip-addr": c.GossipAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("%s %q: want host:port", flag, addr)
+		}
+	}
+	for flag, addr := range map[string]string{"--advertise-api": c.AdvertiseAPI, "--advertise-raft": c.AdvertiseRaft, "--advertise-gossip": c.AdvertiseGossip} {
+		if addr == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || port == "0" || net.ParseIP(host) == nil || net.ParseIP(host).IsUnspecified() {
+			return fmt.Errorf("%s %q: want a specific ip:port", flag, addr)
 		}
 	}
 	if c.BootstrapExpect < 0 {

@@ -59,9 +59,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("api listen %s: %w", cfg.APIAddr, err)
 	}
 	apiAddr := ln.Addr().String()
+	if cfg.AdvertiseAPI != "" {
+		apiAddr = cfg.AdvertiseAPI
+	}
 	c, err := cluster.New(cluster.Config{
 		Name: cfg.Name, DataDir: cfg.DataDir,
 		RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, APIAddr: apiAddr,
+		AdvertiseRaft: cfg.AdvertiseRaft, AdvertiseGossip: cfg.AdvertiseGossip,
 		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Voter: cfg.Voter,
 		DeadServerGrace:   cfg.DeadServerGrace,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,

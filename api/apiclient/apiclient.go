@@ -6,6 +6,7 @@ package apiclient
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -15,8 +16,12 @@ import (
 // NewHTTPClient returns an HTTP client that speaks HTTP/2 without TLS (h2c),
 // as fak nodes serve it, so server streams and many concurrent calls share
 // one connection per node.
-func NewHTTPClient() *http.Client {
-	t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+func NewHTTPClient() *http.Client { return NewHTTPClientDialer(nil) }
+
+// NewHTTPClientDialer is NewHTTPClient with a custom dial function (nil:
+// the default), e.g. to dial from a fixed source address.
+func NewHTTPClientDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+	t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, DialContext: dial}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetHTTP2(true)
 	t.Protocols.SetUnencryptedHTTP2(true)
