@@ -159,6 +159,11 @@ func write[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[R
 // apply proposes cmd on this (leader) node and turns a domain error in the
 // result into an error.
 func (s *Server) apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+	if brokenApply != nil {
+		if res, err, handled := brokenApply(s, ctx, cmd); handled {
+			return res, err
+		}
+	}
 	res, err := s.cluster.Apply(ctx, cmd)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
 
@@ -38,18 +39,7 @@ func errorMessage(err error) string {
 }
 
 // errorInfo returns the fak ErrorInfo detail of err, or nil.
-func errorInfo(err *connect.Error) *fakv1.ErrorInfo {
-	for _, detail := range err.Details() {
-		value, decodeErr := detail.Value()
-		if decodeErr != nil {
-			continue
-		}
-		if info, ok := value.(*fakv1.ErrorInfo); ok {
-			return info
-		}
-	}
-	return nil
-}
+func errorInfo(err *connect.Error) *fakv1.ErrorInfo { return apiclient.ErrorInfo(err) }
 
 var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
