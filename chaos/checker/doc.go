@@ -1,0 +1,50 @@
+// Package checker judges a chaos history (see package history) against the
+// journal semantics of fak.
+//
+// Two independent checks are provided:
+//
+//   - [Linearizable] asks porcupine whether every session's operations can be
+//     ordered into one sequential execution, consistent with real time, that a
+//     single append-only journal would produce. Sessions are independent, so
+//     the model is partitioned per session and each session is checked on its
+//     own. A session's state is its journal, held as an immutable cons list.
+//
+//   - [Durable] compares the history with the journals read back after the
+//     final heal and full restart. It flags acknowledged appends that were lost
+//     or moved, values applied twice, values nobody appended, appends that
+//     certainly failed but took effect anyway, and data that a read once
+//     returned but the final journal no longer holds.
+//
+// # The journal model
+//
+// Journals start empty and number their events 1, 2, 3, ... An unconditional
+// append always succeeds and gets seq len+1. A CAS append with ExpectedSeq e
+// succeeds only if len == e (its seq is then e+1). Otherwise it fails with
+// Mismatch set and HeadSeq = len, an observation the model must also explain.
+// A read returns every value in seq order.
+//
+// Outcomes map onto the model as follows:
+//
+//   - OK append: it took effect at exactly Seq. A CAS append also needs
+//     len == ExpectedSeq at that point.
+//   - Fail append with Mismatch: the compare saw len == HeadSeq != ExpectedSeq
+//     and the journal is unchanged.
+//   - Fail append without Mismatch: certainly no effect and nothing observed,
+//     so it is dropped from the linearizability check. Durable still checks
+//     that its value is absent.
+//   - Info append: the outcome is unknown. Its return time is treated as
+//     infinite, so porcupine may apply it anywhere after its call, or never
+//     (placing it last is the same as never). A CAS append only applies if its
+//     condition holds at that point.
+//   - OK read: the journal equals Values at some point in its interval.
+//   - Info and Fail reads observed nothing and are dropped.
+//
+// The journal only grows, so the OK reads also narrow when an Info append
+// can have taken effect. It happened before the earliest return of a read
+// that returned its value. It happened after the latest call of a read that
+// did not, or else it never happened and can be placed last. Linearizable
+// checks Info appends over this narrowed window. Exactly the same
+// linearizations exist, so the verdict is the same. Without it, porcupine
+// keeps every unseen Info append pending to the end of the history and tries
+// it at each step of its search, which made the checks many times slower.
+package checker
