@@ -1,0 +1,858 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Docker mode runs the fleet as containers n1..nN on a private bridge
+// network, one fixed IP each. The harness, on the host, reaches every API
+// through the bridge directly. Network faults are injected from the host
+// inside each container's network namespace (nsenter + iptables, tc netem),
+// so client traffic from the host is never faulted; where that is not
+// possible (no root, no nsenter) partitions fall back to `docker network
+// disconnect`, which also cuts the harness off the isolated node.
+
+const (
+	// dockerLabel marks every container and network the harness creates,
+	// so strays can be found (`docker ps -a --filter label=fak.chaos=1`).
+	dockerLabel = "fak.chaos"
+	// dockerFleetLabel names the fleet (its network) a container belongs
+	// to, so Close removes exactly its own containers.
+	dockerFleetLabel = "fak.chaos.fleet"
+
+	dockerAPIPort    = 7401
+	dockerRaftPort   = 7501
+	dockerGossipPort = 7601
+
+	dockerCmdTimeout   = time.Minute
+	dockerBuildTimeout = 5 * time.Minute
+)
+
+// dockerfile wraps the static fak binary; FROM scratch because the harness
+// must not need a registry.
+const dockerfile = "FROM scratch\nCOPY fak /fak\nENTRYPOINT [\"/fak\"]\n"
+
+// DockerFleetConfig configures StartDockerFleet.
+type DockerFleetConfig struct {
+	FakBin string // a static (CGO_ENABLED=0) fak binary
+	Dir    string // node data dirs, the token file and node logs go here
+	Token  string
+	Seed   int64 // part of the network's name
+	Nodes  int   // default 3
+	Logger hclog.Logger
+}
+
+// DockerAvailable reports whether a Docker engine answers.
+func DockerAvailable() bool {
+	_, err := runCmd(5*time.Second, nil, "docker", "version", "--format", "{{.Server.Version}}")
+	return err == nil
+}
+
+type dockerFleet struct {
+	logger  hclog.Logger
+	image   string
+	network string // also the containers' name prefix
+	subnet  *net.IPNet
+	nodes   []*dockerNode
+	net     *dockerNet
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+type dockerNode struct {
+	name      string // n1
+	container string // <network>-n1
+	ip        net.IP
+	logPath   string
+
+	mu      sync.Mutex  // serializes Start and Kill
+	running atomic.Bool // the harness wants it running (Start/Kill)
+}
+
+// StartDockerFleet builds the image, creates the network and starts the
+// containers; the fleet forms by itself (--bootstrap-expect). On error
+// everything created so far is removed again.
+func StartDockerFleet(cfg DockerFleetConfig) (Fleet, error) {
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Nodes < 1 || cfg.Nodes > 200 {
+		return nil, fmt.Errorf("docker fleet: %d nodes (1-200: their IPs are .11 up in a /24)", cfg.Nodes)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	// Bind mounts need absolute paths.
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	fleetDir := filepath.Join(dir, "docker")
+	if err := os.MkdirAll(fleetDir, 0o755); err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(fleetDir, "tokens")
+	if err := os.WriteFile(tokenFile, []byte(cfg.Token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	f := &dockerFleet{logger: cfg.Logger}
+	if f.image, err = dockerImage(cfg.FakBin); err != nil {
+		return nil, err
+	}
+	if f.network, f.subnet, err = createDockerNetwork(cfg.Seed); err != nil {
+		return nil, err
+	}
+	f.net = &dockerNet{f: f, drop: map[link]bool{}, delay: map[link]time.Duration{}, cut: map[string]bool{}}
+	for i := range cfg.Nodes {
+		name := fmt.Sprintf("n%d", i+1)
+		f.nodes = append(f.nodes, &dockerNode{
+			name: name, container: f.network + "-" + name, ip: hostIP(f.subnet, 11+i),
+			logPath: filepath.Join(dir, name+".log"),
+		})
+	}
+	for _, n := range f.nodes {
+		dataDir := filepath.Join(fleetDir, n.name)
+		if err := os.MkdirAll(dataDir, 0o755); err == nil {
+			err = f.create(n, dataDir, tokenFile)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("create %s: %w", n.name, err)
+		}
+	}
+	for _, n := range f.nodes {
+		if err := f.Start(n.name); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := f.checkAlive(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.net.probe()
+	f.logger.Info("docker fleet started", "fleet", f.Describe())
+	return f, nil
+}
+
+// checkAlive fails if a container has already exited, so that a binary
+// that cannot run in the image (not static, wrong architecture) or a bad
+// flag is reported at once, with the node's last words, rather than as
+// a fleet that never elects a leader.
+func (f *dockerFleet) checkAlive() error {
+	time.Sleep(500 * time.Millisecond)
+	for _, n := range f.nodes {
+		out, err := runCmd(dockerCmdTimeout, nil, "docker", "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", n.container)
+		if err != nil {
+			return err
+		}
+		if running, code, _ := strings.Cut(strings.TrimSpace(out), " "); running != "true" {
+			return fmt.Errorf("%s exited at once with code %s; its log ends: %s", n.name, code, logTail(n.container, 5))
+		}
+	}
+	return nil
+}
+
+// logTail is the last lines of container's log, both streams.
+func logTail(container string, lines int) string {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "logs", "--tail", strconv.Itoa(lines), container).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(docker logs: %v: %s)", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dockerImage returns the tag of an image holding bin, building it unless
+// an image for the same binary (by content hash) already exists.
+func dockerImage(bin string) (string, error) {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	tag := "fak-chaos:" + hex.EncodeToString(sum[:6])
+	if _, err := runCmd(dockerCmdTimeout, nil, "docker", "image", "inspect", tag); err == nil {
+		return tag, nil
+	}
+	ctxDir, err := os.MkdirTemp("", "fak-chaos-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(ctxDir)
+	if err := os.WriteFile(filepath.Join(ctxDir, "fak"), b, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		return "", err
+	}
+	if _, err := runCmd(dockerBuildTimeout, nil, "docker", "build", "-q", "--label", dockerLabel+"=1", "-t", tag, ctxDir); err != nil {
+		return "", err
+	}
+	return tag, nil
+}
+
+// createDockerNetwork creates a uniquely named bridge network. Fixed
+// container IPs (which fak's addresses are built from) need a subnet we
+// choose, so it tries a few candidates until one collides neither with
+// another Docker network nor with a host interface.
+func createDockerNetwork(seed int64) (string, *net.IPNet, error) {
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", nil, err
+	}
+	name := fmt.Sprintf("fakchaos-%d-%s", seed, hex.EncodeToString(rnd[:3]))
+	var errs []error
+	for _, subnet := range subnetCandidates(rnd[3]) {
+		if hostUses(subnet) {
+			continue
+		}
+		_, err := runCmd(dockerCmdTimeout, nil, "docker", "network", "create", "--driver", "bridge",
+			"--subnet", subnet.String(), "--label", dockerLabel+"=1", "--label", dockerFleetLabel+"="+name, name)
+		if err == nil {
+			return name, subnet, nil
+		}
+		// Docker says "Pool overlaps with other one on this address space".
+		if !strings.Contains(err.Error(), "overlap") {
+			return "", nil, err
+		}
+		errs = append(errs, err)
+	}
+	return "", nil, fmt.Errorf("no free subnet for the docker network: %w", errors.Join(errs...))
+}
+
+// subnetCandidates are /24s in 172.29.0.0/16 and 10.210.0.0/16, starting at
+// a random offset so concurrent fleets rarely try the same one first.
+func subnetCandidates(r byte) []*net.IPNet {
+	var out []*net.IPNet
+	mask := net.CIDRMask(24, 32)
+	for i := range 6 {
+		out = append(out, &net.IPNet{IP: net.IPv4(172, 29, r+byte(i)*37, 0).To4(), Mask: mask})
+		out = append(out, &net.IPNet{IP: net.IPv4(10, 210, r+byte(i)*41, 0).To4(), Mask: mask})
+	}
+	return out
+}
+
+// hostUses reports whether a host interface address lies in subnet (a
+// bridge there would shadow part of the host's network).
+func hostUses(subnet *net.IPNet) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && (subnet.Contains(ipn.IP) || ipn.Contains(subnet.IP)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostIP is the host'th address of an IPv4 /24.
+func hostIP(subnet *net.IPNet, host int) net.IP {
+	ip := slices.Clone(subnet.IP.To4())
+	ip[3] = byte(host)
+	return ip
+}
+
+func hostPort(ip net.IP, port int) string { return net.JoinHostPort(ip.String(), strconv.Itoa(port)) }
+
+// create makes n's container (not started). It runs as the harness's user
+// so the bind-mounted data dir stays removable by it.
+func (f *dockerFleet) create(n *dockerNode, dataDir, tokenFile string) error {
+	args := []string{"create", "--name", n.container, "--hostname", n.name,
+		"--label", dockerLabel + "=1", "--label", dockerFleetLabel + "=" + f.network,
+		"--network", f.network, "--ip", n.ip.String(),
+		"--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
+		"--log-driver", "json-file",
+		"--mount", "type=bind,src=" + dataDir + ",dst=/data",
+		"--mount", "type=bind,src=" + tokenFile + ",dst=/tokens,readonly",
+		f.image,
+		"agent", "--name", n.name, "--data-dir", "/data",
+		"--api-addr", hostPort(n.ip, dockerAPIPort),
+		"--raft-addr", hostPort(n.ip, dockerRaftPort),
+		"--gossip-addr", hostPort(n.ip, dockerGossipPort),
+		"--bootstrap-expect", strconv.Itoa(len(f.nodes)),
+		"--token-file", "/tokens",
+		// Small snapshots so restarts and lagging nodes go through
+		// snapshot install, not just log replay.
+		"--snapshot-threshold", "1024",
+	}
+	for _, o := range f.nodes {
+		if o != n {
+			args = append(args, "--join", hostPort(o.ip, dockerGossipPort))
+		}
+	}
+	_, err := runCmd(dockerCmdTimeout, nil, "docker", args...)
+	return err
+}
+
+func (f *dockerFleet) node(name string) (*dockerNode, error) {
+	for _, n := range f.nodes {
+		if n.name == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("no node %q", name)
+}
+
+func (f *dockerFleet) Nodes() []string {
+	out := make([]string, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = n.name
+	}
+	return out
+}
+
+func (f *dockerFleet) APIAddr(node string) string {
+	n, err := f.node(node)
+	if err != nil {
+		return ""
+	}
+	return hostPort(n.ip, dockerAPIPort)
+}
+
+// Start starts node's container from its data and re-applies the network
+// faults in force: a container gets a fresh network namespace on every
+// start. (Until they are applied, a few milliseconds, the new process is
+// unfaulted; fak is still opening its data then.)
+func (f *dockerFleet) Start(node string) error {
+	n, err := f.node(node)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, err := runCmd(dockerCmdTimeout, nil, "docker", "start", n.container); err != nil {
+		return fmt.Errorf("start %s: %w", node, err)
+	}
+	n.running.Store(true)
+	if err := f.net.apply(n); err != nil {
+		return fmt.Errorf("start %s: re-apply network faults: %w", node, err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs node's process and waits until the container has stopped;
+// the container and its data stay.
+func (f *dockerFleet) Kill(node string) error {
+	n, err := f.node(node)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.running.Store(false)
+	if _, err := runCmd(dockerCmdTimeout, nil, "docker", "kill", "--signal", "KILL", n.container); err != nil {
+		return fmt.Errorf("kill %s: %w", node, err)
+	}
+	if _, err := runCmd(15*time.Second, nil, "docker", "wait", n.container); err != nil {
+		return fmt.Errorf("%s did not stop after SIGKILL: %w", node, err)
+	}
+	return nil
+}
+
+// Pause freezes the container's processes (cgroup freezer: like SIGSTOP,
+// but not observable by the process).
+func (f *dockerFleet) Pause(node string) error  { return f.docker(node, "pause") }
+func (f *dockerFleet) Resume(node string) error { return f.docker(node, "unpause") }
+
+// docker runs `docker verb <container>` for node.
+func (f *dockerFleet) docker(node, verb string) error {
+	n, err := f.node(node)
+	if err != nil {
+		return err
+	}
+	if _, err := runCmd(dockerCmdTimeout, nil, "docker", verb, n.container); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, node, err)
+	}
+	return nil
+}
+
+func (f *dockerFleet) Net() Network { return f.net }
+
+func (f *dockerFleet) Describe() string {
+	return fmt.Sprintf("%d fak containers (image %s) on docker network %s %s; network faults by %s",
+		len(f.nodes), f.image, f.network, f.subnet, f.net.mechanism())
+}
+
+// Logs saves each container's log (all its runs so far) to <Dir>/nX.log
+// and returns those paths; Close saves them once more, complete, and
+// after Close they are left as they are.
+func (f *dockerFleet) Logs() []string {
+	f.closeMu.Lock()
+	if !f.closed {
+		if err := f.saveLogs(); err != nil {
+			f.logger.Warn("saving container logs", "error", err)
+		}
+	}
+	f.closeMu.Unlock()
+	out := make([]string, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = n.logPath
+	}
+	return out
+}
+
+func (f *dockerFleet) saveLogs() error {
+	var errs []error
+	for _, n := range f.nodes {
+		errs = append(errs, saveContainerLog(n.container, n.logPath))
+	}
+	return errors.Join(errs...)
+}
+
+// saveContainerLog writes `docker logs` of container to path (fak logs to
+// stderr; both streams go to the one file). It writes a temporary file
+// first so that a failure leaves an earlier copy in place.
+func saveContainerLog(container, path string) error {
+	tmp := path + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // after the rename, a no-op
+	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "docker", "logs", container)
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Docker's complaint is the last line written.
+		b, _ := os.ReadFile(tmp)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return fmt.Errorf("docker logs %s: %w: %s", container, err, lines[len(lines)-1])
+	}
+	return os.Rename(tmp, path)
+}
+
+// Close saves the logs and removes the containers and the network, also
+// after a partial start. It may be called more than once.
+func (f *dockerFleet) Close() error {
+	f.closeMu.Lock()
+	defer f.closeMu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	if f.network == "" {
+		return nil
+	}
+	if err := f.saveLogs(); err != nil {
+		f.logger.Warn("saving container logs", "error", err)
+	}
+	var errs []error
+	// By label rather than by the names we meant to create: that also
+	// catches a container whose creation reported an error.
+	ids, err := runCmd(dockerCmdTimeout, nil, "docker", "ps", "-aq", "--filter", "label="+dockerFleetLabel+"="+f.network)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if ids := strings.Fields(ids); len(ids) > 0 {
+		if _, err := runCmd(dockerCmdTimeout, nil, "docker", append([]string{"rm", "-f", "-v"}, ids...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := runCmd(dockerCmdTimeout, nil, "docker", "network", "rm", f.network); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// dockerNet injects faults between containers. It keeps the faults in
+// force (which directed links drop, which are delayed) and syncs each
+// container's network namespace to them: an iptables INPUT rule per
+// dropped link in the receiver, a netem qdisc per delayed link in the
+// sender. Partition replaces the drops (latencies stay), Block adds one,
+// Heal clears all, as with the process fleet's proxy.
+type dockerNet struct {
+	f *dockerFleet
+
+	mu sync.Mutex
+	// nsenter reports that iptables works in the containers' network
+	// namespaces; without it partitions use `docker network disconnect`.
+	nsenter bool
+	netem   bool // tc netem works there too (latency)
+	drop    map[link]bool
+	delay   map[link]time.Duration
+	cut     map[string]bool // disconnected from the docker network (fallback)
+}
+
+// link is a directed pair of nodes.
+type link struct{ from, to string }
+
+// probe finds out which mechanisms work: iptables in n1's namespace (a
+// rule for a TEST-NET address, then none), then a netem qdisc there.
+func (d *dockerNet) probe() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.f.nodes[0]
+	test := net.IPv4(192, 0, 2, 1)
+	pid, err := containerPID(n.container)
+	if err == nil {
+		if err = setDrops(pid, []net.IP{test}); err == nil {
+			err = setDrops(pid, nil)
+		}
+	}
+	d.nsenter = err == nil
+	if err != nil {
+		d.f.logger.Warn("iptables in the containers' network namespaces does not work; partitions fall back to docker network disconnect, one-way blocks and latency are off", "error", err)
+		return
+	}
+	if err = setDelays(pid, map[string]time.Duration{test.String(): time.Millisecond}); err == nil {
+		err = setDelays(pid, nil)
+	}
+	d.netem = err == nil
+	if err != nil {
+		d.f.logger.Warn("tc netem does not work in the containers' network namespaces; latency is off", "error", err)
+	}
+}
+
+func (d *dockerNet) mechanism() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.nsenter && d.netem:
+		return "iptables and tc netem in each container's netns"
+	case d.nsenter:
+		return "iptables in each container's netns (no netem: no latency)"
+	}
+	return "docker network disconnect (partitions isolating nodes only)"
+}
+
+func (d *dockerNet) Supports(kind NemesisKind) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch kind {
+	case OneWay:
+		return d.nsenter
+	case Latency:
+		return d.netem
+	}
+	// Every partition the nemesis makes isolates one node, which even
+	// the disconnect fallback can do.
+	return true
+}
+
+func (d *dockerNet) Partition(groups ...[]string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, g := range groups {
+		for _, name := range g {
+			if _, err := d.f.node(name); err != nil {
+				return err
+			}
+		}
+	}
+	clear(d.drop)
+	for i, g := range groups {
+		for j, h := range groups {
+			for _, a := range g {
+				for _, b := range h {
+					if i != j && a != b {
+						d.drop[link{a, b}] = true
+					}
+				}
+			}
+		}
+	}
+	if !d.nsenter {
+		return d.disconnectForDrops()
+	}
+	return d.applyAll()
+}
+
+func (d *dockerNet) Block(from, to string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.nsenter {
+		return errors.New("one-way blocks need iptables in the containers' network namespaces")
+	}
+	if err := d.known(from, to); err != nil {
+		return err
+	}
+	d.drop[link{from, to}] = true
+	return d.applyAll()
+}
+
+func (d *dockerNet) SetLatency(from, to string, delay time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.netem {
+		return errors.New("latency needs tc netem in the containers' network namespaces")
+	}
+	if err := d.known(from, to); err != nil {
+		return err
+	}
+	if delay > 0 {
+		d.delay[link{from, to}] = delay
+	} else {
+		delete(d.delay, link{from, to})
+	}
+	return d.applyAll()
+}
+
+// Heal removes every fault. It is idempotent: what failed to heal stays
+// recorded and is retried by the next Heal.
+func (d *dockerNet) Heal() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.drop)
+	clear(d.delay)
+	if !d.nsenter {
+		return d.disconnectForDrops()
+	}
+	return d.applyAll()
+}
+
+func (d *dockerNet) known(nodes ...string) error {
+	for _, name := range nodes {
+		if _, err := d.f.node(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply syncs n's network namespace to the faults in force (Start).
+func (d *dockerNet) apply(n *dockerNode) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.nsenter {
+		return nil // a disconnect outlives restarts by itself
+	}
+	return d.applyNode(n)
+}
+
+func (d *dockerNet) applyAll() error {
+	var errs []error
+	for _, n := range d.f.nodes {
+		errs = append(errs, d.applyNode(n))
+	}
+	return errors.Join(errs...)
+}
+
+// applyNode installs n's inbound drops and outbound delays. A stopped
+// container has no namespace to fix; Start applies them.
+func (d *dockerNet) applyNode(n *dockerNode) error {
+	pid, err := containerPID(n.container)
+	if err != nil || pid == 0 {
+		return err
+	}
+	var drops []net.IP
+	delays := map[string]time.Duration{}
+	for _, o := range d.f.nodes {
+		if d.drop[link{o.name, n.name}] {
+			drops = append(drops, o.ip)
+		}
+		if dl := d.delay[link{n.name, o.name}]; dl > 0 {
+			delays[o.ip.String()] = dl
+		}
+	}
+	if err := setDrops(pid, drops); err != nil {
+		return fmt.Errorf("%s: %w", n.name, err)
+	}
+	if d.netem {
+		if err := setDelays(pid, delays); err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+	}
+	return nil
+}
+
+// containerPID is the host PID of the container's main process, 0 when it
+// is not running.
+func containerPID(container string) (int, error) {
+	out, err := runCmd(dockerCmdTimeout, nil, "docker", "inspect", "--format", "{{.State.Pid}}", container)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// setDrops makes the filter table of pid's network namespace drop every
+// packet from the given sources, and nothing else. The filter table in a
+// container's namespace is ours alone (Docker's DNS rules are in nat), so
+// iptables-restore replaces it atomically. Dropping on input rather than
+// output keeps the loss silent: a sender sees no EPERM, only timeouts.
+func setDrops(pid int, from []net.IP) error {
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	for _, ip := range from {
+		fmt.Fprintf(&b, "-A INPUT -s %s/32 -j DROP\n", ip)
+	}
+	b.WriteString("COMMIT\n")
+	_, err := runCmd(dockerCmdTimeout, strings.NewReader(b.String()),
+		"nsenter", "-t", strconv.Itoa(pid), "-n", "iptables-restore", "-w", "10")
+	return err
+}
+
+// setDelays replaces the root qdisc of the container's interface in pid's
+// network namespace: none when delays is empty, else a prio qdisc whose
+// first band (all other traffic, the harness's included) is undelayed and
+// which sends packets for each delayed destination IP, by a u32 filter, to
+// a band of its own with a netem qdisc.
+func setDelays(pid int, delays map[string]time.Duration) error {
+	dev, err := netDevice(pid)
+	if err != nil {
+		return err
+	}
+	tc := func(stdin io.Reader, args ...string) error {
+		_, err := runCmd(dockerCmdTimeout, stdin, "nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", "tc"}, args...)...)
+		return err
+	}
+	// Deleting a root qdisc that is not there fails; that is fine.
+	_ = tc(nil, "qdisc", "del", "dev", dev, "root")
+	if len(delays) == 0 {
+		return nil
+	}
+	if len(delays) > 15 {
+		return errors.New("prio qdisc has at most 16 bands")
+	}
+	dsts := make([]string, 0, len(delays))
+	for ip := range delays {
+		dsts = append(dsts, ip)
+	}
+	slices.Sort(dsts)
+	var b strings.Builder
+	fmt.Fprintf(&b, "qdisc add dev %s root handle 1: prio bands %d priomap%s\n", dev, len(dsts)+1, strings.Repeat(" 0", 16))
+	for i, ip := range dsts {
+		band := i + 2 // band minors are hex, 1:1 is the undelayed one
+		fmt.Fprintf(&b, "qdisc add dev %s parent 1:%x handle %x: netem delay %dus\n", dev, band, 0x10+band, delays[ip].Microseconds())
+		fmt.Fprintf(&b, "filter add dev %s parent 1: protocol ip prio 1 u32 match ip dst %s/32 flowid 1:%x\n", dev, ip, band)
+	}
+	if err := tc(strings.NewReader(b.String()), "-batch", "-"); err != nil {
+		_ = tc(nil, "qdisc", "del", "dev", dev, "root")
+		return err
+	}
+	return nil
+}
+
+// netDevice names the container's one interface besides lo: eth0 at
+// first, but a network reconnect brings it back as eth1.
+func netDevice(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+	if err != nil {
+		return "", err
+	}
+	var devs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok {
+			if name = strings.TrimSpace(name); name != "lo" {
+				devs = append(devs, name)
+			}
+		}
+	}
+	if len(devs) != 1 {
+		return "", fmt.Errorf("want one network interface in pid %d's namespace, have %v", pid, devs)
+	}
+	return devs[0], nil
+}
+
+// disconnectForDrops is the fallback for hosts where the harness cannot
+// enter the containers' namespaces: it realizes the drops in force by
+// disconnecting nodes from the docker network, which works only when the
+// drops are exactly "every link of some set of nodes" (a partition
+// isolating single nodes). Reconnecting restores each node's fixed IP.
+func (d *dockerNet) disconnectForDrops() error {
+	want := map[string]bool{}
+	for _, n := range d.f.nodes {
+		if d.isolated(n.name) {
+			want[n.name] = true
+		}
+	}
+	for l := range d.drop {
+		if !want[l.from] && !want[l.to] {
+			return fmt.Errorf("docker network disconnect can only isolate whole nodes, not drop %s -> %s", l.from, l.to)
+		}
+	}
+	var errs []error
+	for _, n := range d.f.nodes {
+		switch {
+		case want[n.name] && !d.cut[n.name]:
+			if _, err := runCmd(dockerCmdTimeout, nil, "docker", "network", "disconnect", "--force", d.f.network, n.container); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.cut[n.name] = true
+		case !want[n.name] && d.cut[n.name]:
+			if err := d.reconnect(n); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(d.cut, n.name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isolated reports whether every link to and from node is dropped.
+func (d *dockerNet) isolated(node string) bool {
+	for _, o := range d.f.nodes {
+		if o.name != node && (!d.drop[link{node, o.name}] || !d.drop[link{o.name, node}]) {
+			return false
+		}
+	}
+	return true
+}
+
+// reconnect attaches n to the network again with its IP. A node started
+// while disconnected has died at once (its addresses did not exist), so it
+// is started again if the harness wants it running.
+func (d *dockerNet) reconnect(n *dockerNode) error {
+	_, err := runCmd(dockerCmdTimeout, nil, "docker", "network", "connect", "--ip", n.ip.String(), d.f.network, n.container)
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		return err
+	}
+	if !n.running.Load() {
+		return nil
+	}
+	out, err := runCmd(dockerCmdTimeout, nil, "docker", "inspect", "--format", "{{.State.Running}}", n.container)
+	if err != nil || strings.TrimSpace(out) == "true" {
+		return err
+	}
+	_, err = runCmd(dockerCmdTimeout, nil, "docker", "start", n.container)
+	return err
+}
+
+// runCmd runs name with args (and stdin) under timeout and returns its
+// stdout; the error carries the command line and its stderr.
+func runCmd(timeout time.Duration, stdin io.Reader, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("timed out after %s", timeout)
+		}
+		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
