@@ -10,12 +10,22 @@ GENERATED := api/gen fsm/fsmpb
 # files that vet and the tests read (go parallelizes within each step).
 .NOTPARALLEL:
 
-.PHONY: help build test run generate check-generate lint vet fmt-check buf-lint bench clean
+# The long chaos run of `make chaos`: CHAOS_DURATION of faults, CHAOS_SEED
+# (0 = random, printed), CHAOS_MODE process or docker.
+CHAOS_DURATION ?= 10m
+CHAOS_SEED     ?= 0
+CHAOS_MODE     ?= process
+# Every package except the chaos runs, which `test` runs after them on their
+# own so their fleets do not compete for the CPU with the cluster tests.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/chaos$$')
+
+.PHONY: help build test test-chaos-short run chaos generate check-generate lint vet fmt-check buf-lint bench clean
 
 help:
 	@echo "Targets:"
 	@echo "  build           build bin/fak and bin/fakctl (static, CGO_ENABLED=0)"
-	@echo "  test            vet, gofmt check, generated-code check, then all tests with -race"
+	@echo "  test            vet, gofmt check, generated-code check, all tests with -race, short chaos runs"
+	@echo "  chaos           the long chaos run (CHAOS_DURATION=10m, CHAOS_SEED, CHAOS_MODE=process|docker)"
 	@echo "  run             build, then run a three-node dev fleet on loopback (bin/fak dev)"
 	@echo "  generate        lint the .proto files and regenerate Go code with buf"
 	@echo "  check-generate  fail if the generated code is stale"
@@ -28,7 +38,16 @@ build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fakctl ./cmd/fakctl
 
 test: vet fmt-check check-generate
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m $(UNIT_PKGS)
+	$(MAKE) --no-print-directory test-chaos-short
+
+# About two minutes of faults: a fixed seed, a random (printed) seed, and a
+# deliberately broken build the harness must reject.
+test-chaos-short:
+	$(GO) test -race -count=1 -timeout 15m -v ./chaos
+
+chaos: build
+	$(GO) run ./cmd/fakchaos -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED) -mode $(CHAOS_MODE)
 
 # `fak dev` prints the nodes' addresses and the token, and runs until Ctrl-C.
 run: build
@@ -68,4 +87,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 5000x ./node/
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) chaos-out

@@ -1,0 +1,197 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fak-dev/fak/chaos/checker"
+	"github.com/fak-dev/fak/chaos/history"
+)
+
+// Report is what a run found.
+type Report struct {
+	Seed      int64         `json:"seed"`
+	Mode      string        `json:"mode"`
+	Fleet     string        `json:"fleet"`
+	BuildTags string        `json:"build_tags,omitempty"`
+	Duration  time.Duration `json:"duration"`
+	Nemeses   []NemesisKind `json:"nemeses"`
+	OutDir    string        `json:"out_dir"`
+	Faults    []FaultEvent  `json:"faults"`
+
+	Ops, OK, Failed, Info int
+	Appends, Reads        int
+	// Throughput of successful operations per second, during faults and
+	// while the fleet was calm.
+	ThroughputFaults float64 `json:"throughput_faults"`
+	ThroughputCalm   float64 `json:"throughput_calm"`
+	// LongestUnavailable is the longest stretch with no successful
+	// operation while the load ran, and when it began.
+	LongestUnavailable   time.Duration `json:"longest_unavailable"`
+	LongestUnavailableAt time.Duration `json:"longest_unavailable_at"`
+
+	Linearizability checker.Result           `json:"-"`
+	Durability      checker.DurabilityResult `json:"-"`
+	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
+	Logs            []string                 `json:"logs"`
+}
+
+// Ok is the verdict: linearizable, durable, and every replica identical.
+func (r *Report) Ok() bool {
+	return r.Linearizability.Ok() && r.Durability.Ok && len(r.ReplicaProblems) == 0
+}
+
+func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
+	var oks []int64
+	for _, op := range ops {
+		r.Ops++
+		if op.Kind == history.Append {
+			r.Appends++
+		} else {
+			r.Reads++
+		}
+		switch op.Outcome {
+		case history.OK:
+			r.OK++
+			oks = append(oks, op.Return)
+		case history.Fail:
+			r.Failed++
+		case history.Info:
+			r.Info++
+		}
+	}
+	slices.Sort(oks)
+	inFault := func(t time.Duration) bool {
+		for _, f := range faults {
+			if f.Skipped == "" && t >= f.Start && t < f.End {
+				return true
+			}
+		}
+		return false
+	}
+	var faultTime time.Duration
+	for _, f := range mergeWindows(faults) {
+		faultTime += f[1] - f[0]
+	}
+	var nFault, nCalm int
+	for _, t := range oks {
+		if inFault(time.Duration(t)) {
+			nFault++
+		} else {
+			nCalm++
+		}
+	}
+	if faultTime > 0 {
+		r.ThroughputFaults = float64(nFault) / faultTime.Seconds()
+	}
+	if calm := loadEnd - loadStart - faultTime; calm > 0 {
+		r.ThroughputCalm = float64(nCalm) / calm.Seconds()
+	}
+	prev := int64(loadStart)
+	for _, t := range append(oks, int64(loadEnd)) {
+		if gap := time.Duration(t - prev); gap > r.LongestUnavailable {
+			r.LongestUnavailable, r.LongestUnavailableAt = gap, time.Duration(prev)
+		}
+		prev = t
+	}
+}
+
+// mergeWindows returns the union of the fault windows as [start,end) pairs.
+func mergeWindows(faults []FaultEvent) [][2]time.Duration {
+	var ws [][2]time.Duration
+	for _, f := range faults {
+		if f.Skipped == "" && f.End > f.Start {
+			ws = append(ws, [2]time.Duration{f.Start, f.End})
+		}
+	}
+	slices.SortFunc(ws, func(a, b [2]time.Duration) int { return int(a[0] - b[0]) })
+	var out [][2]time.Duration
+	for _, w := range ws {
+		if n := len(out); n > 0 && w[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], w[1])
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// String is the human report.
+func (r *Report) String() string {
+	var b strings.Builder
+	verdict := "PASS"
+	if !r.Ok() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "chaos run %s: seed %d, %s of faults, %s\n", verdict, r.Seed, r.Duration, r.Fleet)
+	if r.BuildTags != "" {
+		fmt.Fprintf(&b, "build tags: %s\n", r.BuildTags)
+	}
+	ran, skipped := 0, 0
+	kinds := map[NemesisKind]int{}
+	for _, f := range r.Faults {
+		if f.Skipped != "" {
+			skipped++
+			continue
+		}
+		ran++
+		kinds[f.Kind]++
+	}
+	var ks []string
+	for k, n := range kinds {
+		ks = append(ks, fmt.Sprintf("%s×%d", k, n))
+	}
+	slices.Sort(ks)
+	fmt.Fprintf(&b, "faults: %d injected (%s), %d skipped\n", ran, strings.Join(ks, " "), skipped)
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
+	fmt.Fprintf(&b, "operations: %d (%d appends, %d reads): %d ok, %d failed, %d indeterminate\n", r.Ops, r.Appends, r.Reads, r.OK, r.Failed, r.Info)
+	fmt.Fprintf(&b, "throughput: %.0f ok ops/s during faults, %.0f ok ops/s calm\n", r.ThroughputFaults, r.ThroughputCalm)
+	fmt.Fprintf(&b, "longest unavailability: %s (from %s)\n", r.LongestUnavailable.Round(time.Millisecond), r.LongestUnavailableAt.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%s\n", r.Linearizability.Summary())
+	fmt.Fprintf(&b, "%s\n", r.Durability.Summary())
+	if len(r.ReplicaProblems) == 0 {
+		b.WriteString("replicas: identical on every node\n")
+	} else {
+		fmt.Fprintf(&b, "replicas: %d differences\n", len(r.ReplicaProblems))
+		for i, p := range r.ReplicaProblems {
+			if i == 10 {
+				fmt.Fprintf(&b, "  … %d more\n", len(r.ReplicaProblems)-10)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
+	}
+	fmt.Fprintf(&b, "artifacts: %s\n", r.OutDir)
+	return b.String()
+}
+
+func (r *Report) write(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(r.String()), 0o644); err != nil {
+		return err
+	}
+	type jsonReport struct {
+		*Report
+		Pass            bool     `json:"pass"`
+		Linearizability string   `json:"linearizability"`
+		IllegalSessions []string `json:"illegal_sessions,omitempty"`
+		Durability      string   `json:"durability"`
+		Violations      []string `json:"violations,omitempty"`
+	}
+	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary()}
+	for _, v := range r.Durability.Violations {
+		jr.Violations = append(jr.Violations, v.String())
+	}
+	b, err := json.MarshalIndent(jr, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644)
+}

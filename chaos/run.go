@@ -1,0 +1,262 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/go-hclog"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/chaos/checker"
+	"github.com/fak-dev/fak/chaos/history"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Seed     int64
+	Duration time.Duration // how long faults are injected
+	// Mode is "process" (default) or "docker".
+	Mode    string
+	Nemeses []NemesisKind // default: all
+	// OutDir receives the history, the report, node logs and, on a
+	// linearizability failure, porcupine's visualization.
+	OutDir   string
+	Workload WorkloadConfig
+	// FakBin is a prebuilt fak binary; empty builds one with BuildTags.
+	FakBin    string
+	BuildTags string
+	// Progress receives a line per phase and per fault (nil: discard).
+	Progress io.Writer
+	// CheckTimeout bounds the linearizability check (default 2m).
+	CheckTimeout time.Duration
+	Logger       hclog.Logger
+}
+
+const chaosToken = "chaos-token"
+
+// Run starts a fleet, loads it under the seeded fault plan, heals and
+// restarts it, and checks the history. The error is for a run that could
+// not be carried out; a run that found a bug returns a Report whose Ok is
+// false.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = "process"
+	}
+	if cfg.Nemeses == nil {
+		cfg.Nemeses = AllNemeses
+	}
+	if cfg.CheckTimeout == 0 {
+		cfg.CheckTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.OutDir == "" {
+		return nil, errors.New("chaos: OutDir is required")
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	var plock sync.Mutex
+	rec := history.NewRecorder()
+	since := func() time.Duration { return time.Duration(rec.Now()) }
+	logf := func(format string, args ...any) {
+		plock.Lock()
+		defer plock.Unlock()
+		fmt.Fprintf(progress, "[%7.1fs] %s\n", since().Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	plan := NewPlan(cfg.Seed, cfg.Duration, cfg.Nemeses)
+	rep := &Report{Seed: cfg.Seed, Mode: cfg.Mode, Duration: cfg.Duration, Nemeses: cfg.Nemeses, OutDir: cfg.OutDir, BuildTags: cfg.BuildTags}
+	logf("seed %d, %s of faults from %s (%d planned steps)", cfg.Seed, cfg.Duration, joinKinds(cfg.Nemeses), len(plan.Steps))
+
+	fleet, err := startFleet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close()
+	rep.Fleet = fleet.Describe()
+	logf("fleet: %s", rep.Fleet)
+	clients := newNodeClients(fleet, chaosToken)
+	if _, err := waitLeader(ctx, clients, 90*time.Second); err != nil {
+		return nil, fmt.Errorf("fleet never elected a leader: %w (logs in %s)", err, cfg.OutDir)
+	}
+
+	// Load, with a short calm lead-in and tail around the fault phase.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	wl := newWorkload(cfg.Workload, rec, clients, fleet.Nodes(), cfg.Seed, logf)
+	loadDone := make(chan struct{})
+	loadStart := since()
+	go func() { wl.run(loadCtx); close(loadDone) }()
+	nem := newNemesis(fleet, func(c context.Context) string { return findLeader(c, clients) }, since, logf)
+	sleepCtx(ctx, 2*time.Second)
+	logf("load running; injecting faults")
+	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+	nem.run(faultCtx, plan)
+	stopFaults()
+	rep.Faults = nem.Events()
+	logf("faults over, everything healed; load continues for 5s")
+	sleepCtx(ctx, 5*time.Second)
+	stopLoad()
+	<-loadDone
+	loadEnd := since()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	// Final state: crash every node at once, restart, read every journal.
+	logf("restarting the whole fleet (SIGKILL all, start all)")
+	for _, n := range fleet.Nodes() {
+		if err := fleet.Kill(n); err != nil {
+			logf("kill %s: %v", n, err)
+		}
+	}
+	for _, n := range fleet.Nodes() {
+		if err := fleet.Start(n); err != nil {
+			return nil, fmt.Errorf("restart %s: %w", n, err)
+		}
+	}
+	if _, err := waitLeader(ctx, clients, 90*time.Second); err != nil {
+		return nil, fmt.Errorf("no leader after the final restart: %w", err)
+	}
+	sessions := wl.Sessions()
+	final, err := finalJournals(ctx, clients, fleet.Nodes(), sessions)
+	if err != nil {
+		return nil, err
+	}
+	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), final, 60*time.Second)
+	logf("read %d journals after the restart", len(final))
+
+	ops := rec.Ops()
+	if err := history.WriteFile(filepath.Join(cfg.OutDir, "history.jsonl"), ops); err != nil {
+		return nil, err
+	}
+	logf("checking %d operations", len(ops))
+	rep.Linearizability = checker.Linearizable(ops, checker.Options{
+		Timeout: cfg.CheckTimeout, VisualizePath: filepath.Join(cfg.OutDir, "linearizability.html"),
+	})
+	rep.Durability = checker.Durable(ops, final)
+	rep.stats(ops, rep.Faults, loadStart, loadEnd)
+	rep.Logs = fleet.Logs()
+	if err := rep.write(cfg.OutDir); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func startFleet(cfg Config) (Fleet, error) {
+	bin := cfg.FakBin
+	if bin == "" {
+		var err error
+		if bin, err = BuildFak(cfg.OutDir, cfg.BuildTags); err != nil {
+			return nil, err
+		}
+	}
+	switch cfg.Mode {
+	case "process":
+		dir := filepath.Join(cfg.OutDir, "fleet")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return StartProcessFleet(ProcessFleetConfig{
+			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger,
+			// Small snapshots so restarts and lagging nodes go through
+			// snapshot install, not just log replay.
+			ExtraArgs: []string{"--snapshot-threshold", "1024"},
+		})
+	case "docker":
+		return StartDockerFleet(DockerFleetConfig{FakBin: bin, Dir: cfg.OutDir, Token: chaosToken, Seed: cfg.Seed, Logger: cfg.Logger})
+	}
+	return nil, fmt.Errorf("unknown mode %q (process or docker)", cfg.Mode)
+}
+
+// waitLeader waits until some node reports itself leader and a linearizable
+// read (ReadIndex) succeeds through it.
+func waitLeader(ctx context.Context, clients map[string]*nodeClient, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if l := findLeader(ctx, clients); l != "" {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := clients[l].cluster.ReadIndex(cctx, connect.NewRequest(&fakv1.ReadIndexRequest{}))
+			cancel()
+			if err == nil {
+				return l, nil
+			}
+			last = err
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+	if last == nil {
+		last = errors.New("no node reports itself leader")
+	}
+	return "", last
+}
+
+// finalJournals reads every session linearizably, retrying through any node.
+func finalJournals(ctx context.Context, clients map[string]*nodeClient, nodes []string, sessions map[string]uint64) (map[string][]string, error) {
+	ids := make([]string, 0, len(sessions))
+	for id := range sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	final := make(map[string][]string, len(ids))
+	for _, id := range ids {
+		deadline := time.Now().Add(60 * time.Second)
+		for i := 0; ; i++ {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			values, err := readValues(cctx, clients[nodes[i%len(nodes)]], id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
+			cancel()
+			if err == nil {
+				final[id] = values
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return nil, fmt.Errorf("final read of %s: %w", id, err)
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
+		}
+	}
+	return final, nil
+}
+
+// replicasAgree waits until every node's local replica (stale read) holds
+// exactly the final journals; it returns what still differs at the deadline.
+func replicasAgree(ctx context.Context, clients map[string]*nodeClient, nodes []string, final map[string][]string, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		var problems []string
+		for _, n := range nodes {
+			for id, want := range final {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				got, err := readValues(cctx, clients[n], id, fakv1.ReadConsistency_READ_CONSISTENCY_STALE)
+				cancel()
+				switch {
+				case err != nil:
+					problems = append(problems, fmt.Sprintf("%s: read %s: %v", n, id, err))
+				case !slices.Equal(got, want):
+					problems = append(problems, fmt.Sprintf("%s: replica of %s differs (%d events, linearizable read %d)", n, id, len(got), len(want)))
+				}
+			}
+		}
+		if len(problems) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			slices.Sort(problems)
+			return problems
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+}
