@@ -17,6 +17,14 @@ const (
 	ReasonSeqMismatch     Reason = "SEQ_MISMATCH"
 	ReasonSessionStopped  Reason = "SESSION_STOPPED"
 	ReasonAlreadyExists   Reason = "ALREADY_EXISTS"
+	// Attachment, lease and epoch rules (DESIGN.md §7).
+	ReasonStaleEpoch         Reason = "STALE_EPOCH"
+	ReasonLeaseNotHeld       Reason = "LEASE_NOT_HELD"
+	ReasonLeaseHeld          Reason = "LEASE_HELD"
+	ReasonAttachmentNotFound Reason = "ATTACHMENT_NOT_FOUND"
+	ReasonBusy               Reason = "BUSY"
+	ReasonNoPendingApproval  Reason = "NO_PENDING_APPROVAL"
+	ReasonTurnOrder          Reason = "TURN_ORDER"
 )
 
 // Error is a domain error produced by Apply or a read. It travels through

@@ -133,6 +133,7 @@ type applier struct {
 	journal  *bolt.Bucket
 	requests *bolt.Bucket
 	expiry   *bolt.Bucket
+	attach   *bolt.Bucket
 }
 
 // appendFillPercent: journal chunks are appended at the end of their
@@ -148,6 +149,7 @@ func newApplier(tx *bolt.Tx) *applier {
 		journal:  tx.Bucket(bucketJournal),
 		requests: tx.Bucket(bucketRequests),
 		expiry:   tx.Bucket(bucketExpiry),
+		attach:   tx.Bucket(bucketAttachments),
 	}
 	a.journal.FillPercent = appendFillPercent
 	a.requests.FillPercent = appendFillPercent
@@ -216,6 +218,24 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.appendEvents(c, body.AppendEvents)
 	case *fsmpb.Command_StopSession:
 		r, err = a.stopSession(c, body.StopSession)
+	case *fsmpb.Command_Attach:
+		r, err = a.attachClient(c, body.Attach)
+	case *fsmpb.Command_KeepAlive:
+		r, err = a.keepAlive(c, body.KeepAlive)
+	case *fsmpb.Command_Detach:
+		r, err = a.detach(c, body.Detach)
+	case *fsmpb.Command_TakeLease:
+		r, err = a.takeLease(c, body.TakeLease)
+	case *fsmpb.Command_RenewLease:
+		r, err = a.renewLease(c, body.RenewLease)
+	case *fsmpb.Command_ReleaseLease:
+		r, err = a.releaseLease(c, body.ReleaseLease)
+	case *fsmpb.Command_SubmitInput:
+		r, err = a.submitInput(c, body.SubmitInput)
+	case *fsmpb.Command_AnswerApproval:
+		r, err = a.answerApproval(c, body.AnswerApproval)
+	case *fsmpb.Command_RunnerAppend:
+		r, err = a.runnerAppend(c, body.RunnerAppend)
 	default:
 		err = errorf(ReasonInvalidArgument, "unknown command")
 	}

@@ -1,36 +1,69 @@
 package fsm
 
 // Event kinds of the journal (DESIGN.md §4). Kinds are typed: an append with
-// a kind outside this vocabulary is refused with INVALID_ARGUMENT.
+// a kind outside this vocabulary is refused with INVALID_ARGUMENT. Each kind
+// has one writer, so the journal's facts can be trusted: the FSM itself
+// (lifecycle, attachments, leases, accepted input, approvals), the runner of
+// the current execution epoch (turns, output, tools), or any client
+// (annotations).
 const (
-	KindSessionCreated = "session.created"
-	KindSessionStopped = "session.stopped"
+	KindSessionCreated   = "session.created"
+	KindSessionStopped   = "session.stopped"
+	KindEpochChanged     = "epoch.changed"
+	KindAttachmentJoined = "attachment.joined"
+	KindAttachmentLeft   = "attachment.left"
+	KindLeaseTaken       = "lease.taken"
+	KindLeaseReleased    = "lease.released"
+	KindInput            = "input"
+	KindApprovalAnswered = "approval.answered"
+
+	KindTurnStarted       = "turn.started"
+	KindOutput            = "output"
+	KindTurnCompleted     = "turn.completed"
+	KindToolCall          = "tool.call"
+	KindToolResult        = "tool.result"
+	KindApprovalRequested = "approval.requested"
+
+	KindNote = "note"
 )
 
-// systemKinds are written only by the FSM itself.
+// systemKinds are written only by the FSM itself, as the effect of a typed
+// command (SubmitInput writes input, TakeLease writes lease.taken, ...).
 var systemKinds = map[string]bool{
-	KindSessionCreated: true,
-	KindSessionStopped: true,
+	KindSessionCreated:   true,
+	KindSessionStopped:   true,
+	KindEpochChanged:     true,
+	KindAttachmentJoined: true,
+	KindAttachmentLeft:   true,
+	KindLeaseTaken:       true,
+	KindLeaseReleased:    true,
+	KindInput:            true,
+	KindApprovalAnswered: true,
 }
 
-// clientKinds may be appended through AppendEvents.
+// runnerKinds are written by the runner of the current epoch (RunnerAppend).
+var runnerKinds = map[string]bool{
+	KindTurnStarted:       true,
+	KindOutput:            true,
+	KindTurnCompleted:     true,
+	KindToolCall:          true,
+	KindToolResult:        true,
+	KindApprovalRequested: true,
+}
+
+// clientKinds may be appended through AppendEvents by any client.
 var clientKinds = map[string]bool{
-	"input":                            true,
-	"turn.started":                     true,
-	"output":                           true,
-	"turn.completed":                   true,
-	"tool.call":                        true,
-	"tool.result":                      true,
-	"approval.requested":               true,
-	"approval.answered":                true,
+	KindNote:                           true,
 	"checkpoint":                       true,
 	"compaction":                       true,
-	"note":                             true,
 	"fak.session.provider_boundary.v1": true,
 }
 
 // AppendableKind reports whether clients may append events of this kind.
 func AppendableKind(kind string) bool { return clientKinds[kind] }
 
+// RunnerKind reports whether kind is written by runners.
+func RunnerKind(kind string) bool { return runnerKinds[kind] }
+
 // KnownKind reports whether kind is in the journal vocabulary at all.
-func KnownKind(kind string) bool { return clientKinds[kind] || systemKinds[kind] }
+func KnownKind(kind string) bool { return clientKinds[kind] || systemKinds[kind] || runnerKinds[kind] }

@@ -96,6 +96,16 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	if a.sessions.Get([]byte(cmd.SessionId)) != nil {
 		return nil, errorf(ReasonAlreadyExists, "session %s already exists", cmd.SessionId)
 	}
+	placement := cmd.Placement
+	if placement == nil {
+		placement = &fsmpb.Placement{}
+	}
+	if placement.RuntimeAdapter == "" {
+		placement.RuntimeAdapter = DefaultRuntimeAdapter
+	}
+	if err := validPlacement(placement); err != nil {
+		return nil, err
+	}
 	s := &fsmpb.Session{
 		SessionId:       cmd.SessionId,
 		Title:           cmd.Title,
@@ -103,8 +113,13 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 		State:           fsmpb.SessionState_SESSION_STATE_ACTIVE,
 		CreatedUnixNano: c.TimeUnixNano,
 		UpdatedUnixNano: c.TimeUnixNano,
+		Epoch:           1,
+		Placement:       placement,
 	}
-	a.putEvents(newEvent(s, c, KindSessionCreated, cmd.Title, nil))
+	a.putEvents(
+		newEvent(s, c, KindSessionCreated, cmd.Title, nil),
+		newEvent(s, c, KindEpochChanged, epochText(1, placement), fact(epochFact{Epoch: 1, Placement: placementFactOf(placement)})),
+	)
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
 }
@@ -150,6 +165,12 @@ func validateEventInputs(events []*fsmpb.EventInput) *Error {
 	}
 	for i, ev := range events {
 		if len(ev.Kind) > MaxKindBytes || !AppendableKind(ev.Kind) {
+			if runnerKinds[ev.Kind] {
+				return errorf(ReasonInvalidArgument, "event %d: kind %q is written by the session's runner, fenced by its epoch", i, ev.Kind)
+			}
+			if ev.Kind == KindInput {
+				return errorf(ReasonInvalidArgument, "event %d: input is submitted with Act by the input lease holder", i)
+			}
 			if KnownKind(ev.Kind) {
 				return errorf(ReasonInvalidArgument, "event %d: kind %q is written by fak itself", i, ev.Kind)
 			}

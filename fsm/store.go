@@ -16,11 +16,13 @@ var (
 	bucketJournal  = []byte("journal")  // session_id 0x00 first_seq(8, big endian) → fsmpb.EventChunk
 	bucketRequests = []byte("requests") // request_id → fsmpb.Result
 	bucketExpiry   = []byte("expiry")   // time(8) request_id → nil: dedup retention index
+	// session_id 0x00 attachment_id → fsmpb.Attachment
+	bucketAttachments = []byte("attachments")
 
 	keyAppliedIndex = []byte("applied_index")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry}
+var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments}
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //
@@ -68,6 +70,10 @@ func journalKey(sessionID string, seq uint64) []byte {
 	k[len(sessionID)] = 0
 	binary.BigEndian.PutUint64(k[len(sessionID)+1:], seq)
 	return k
+}
+
+func attachmentKey(sessionID, attachmentID string) []byte {
+	return append(append([]byte(sessionID), 0), attachmentID...)
 }
 
 func expiryKey(t int64, requestID string) []byte {

@@ -89,6 +89,15 @@ type Command struct {
 	//	*Command_CreateSession
 	//	*Command_AppendEvents
 	//	*Command_StopSession
+	//	*Command_Attach
+	//	*Command_KeepAlive
+	//	*Command_Detach
+	//	*Command_TakeLease
+	//	*Command_RenewLease
+	//	*Command_ReleaseLease
+	//	*Command_SubmitInput
+	//	*Command_AnswerApproval
+	//	*Command_RunnerAppend
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -172,6 +181,87 @@ func (x *Command) GetStopSession() *StopSession {
 	return nil
 }
 
+func (x *Command) GetAttach() *Attach {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Attach); ok {
+			return x.Attach
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetKeepAlive() *KeepAlive {
+	if x != nil {
+		if x, ok := x.Body.(*Command_KeepAlive); ok {
+			return x.KeepAlive
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDetach() *Detach {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Detach); ok {
+			return x.Detach
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTakeLease() *TakeLease {
+	if x != nil {
+		if x, ok := x.Body.(*Command_TakeLease); ok {
+			return x.TakeLease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewLease() *RenewLease {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RenewLease); ok {
+			return x.RenewLease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseLease() *ReleaseLease {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ReleaseLease); ok {
+			return x.ReleaseLease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSubmitInput() *SubmitInput {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SubmitInput); ok {
+			return x.SubmitInput
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAnswerApproval() *AnswerApproval {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AnswerApproval); ok {
+			return x.AnswerApproval
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRunnerAppend() *RunnerAppend {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RunnerAppend); ok {
+			return x.RunnerAppend
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -188,11 +278,65 @@ type Command_StopSession struct {
 	StopSession *StopSession `protobuf:"bytes,12,opt,name=stop_session,json=stopSession,proto3,oneof"`
 }
 
+type Command_Attach struct {
+	Attach *Attach `protobuf:"bytes,13,opt,name=attach,proto3,oneof"`
+}
+
+type Command_KeepAlive struct {
+	KeepAlive *KeepAlive `protobuf:"bytes,14,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
+}
+
+type Command_Detach struct {
+	Detach *Detach `protobuf:"bytes,15,opt,name=detach,proto3,oneof"`
+}
+
+type Command_TakeLease struct {
+	TakeLease *TakeLease `protobuf:"bytes,16,opt,name=take_lease,json=takeLease,proto3,oneof"`
+}
+
+type Command_RenewLease struct {
+	RenewLease *RenewLease `protobuf:"bytes,17,opt,name=renew_lease,json=renewLease,proto3,oneof"`
+}
+
+type Command_ReleaseLease struct {
+	ReleaseLease *ReleaseLease `protobuf:"bytes,18,opt,name=release_lease,json=releaseLease,proto3,oneof"`
+}
+
+type Command_SubmitInput struct {
+	SubmitInput *SubmitInput `protobuf:"bytes,19,opt,name=submit_input,json=submitInput,proto3,oneof"`
+}
+
+type Command_AnswerApproval struct {
+	AnswerApproval *AnswerApproval `protobuf:"bytes,20,opt,name=answer_approval,json=answerApproval,proto3,oneof"`
+}
+
+type Command_RunnerAppend struct {
+	RunnerAppend *RunnerAppend `protobuf:"bytes,21,opt,name=runner_append,json=runnerAppend,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
 
 func (*Command_StopSession) isCommand_Body() {}
+
+func (*Command_Attach) isCommand_Body() {}
+
+func (*Command_KeepAlive) isCommand_Body() {}
+
+func (*Command_Detach) isCommand_Body() {}
+
+func (*Command_TakeLease) isCommand_Body() {}
+
+func (*Command_RenewLease) isCommand_Body() {}
+
+func (*Command_ReleaseLease) isCommand_Body() {}
+
+func (*Command_SubmitInput) isCommand_Body() {}
+
+func (*Command_AnswerApproval) isCommand_Body() {}
+
+func (*Command_RunnerAppend) isCommand_Body() {}
 
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
@@ -244,9 +388,11 @@ func (x *Batch) GetCommands() []*Command {
 type CreateSession struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Leader-generated id.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Title         string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
-	Objective     string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Title     string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Objective string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	// Where the first execution epoch runs (epoch 1).
+	Placement     *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +448,706 @@ func (x *CreateSession) GetObjective() string {
 	return ""
 }
 
+func (x *CreateSession) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// Placement is where and how an execution epoch runs.
+type Placement struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	RuntimeAdapter string                 `protobuf:"bytes,1,opt,name=runtime_adapter,json=runtimeAdapter,proto3" json:"runtime_adapter,omitempty"` // e.g. "echo"
+	Provider       string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	AccountRef     string                 `protobuf:"bytes,3,opt,name=account_ref,json=accountRef,proto3" json:"account_ref,omitempty"` // a name the compute node resolves; never a secret
+	Model          string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Node           string                 `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"` // compute target: the node whose runner hosts the epoch
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Placement) GetRuntimeAdapter() string {
+	if x != nil {
+		return x.RuntimeAdapter
+	}
+	return ""
+}
+
+func (x *Placement) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Placement) GetAccountRef() string {
+	if x != nil {
+		return x.AccountRef
+	}
+	return ""
+}
+
+func (x *Placement) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Placement) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// Attach registers a client attachment (attachment.joined).
+type Attach struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"` // leader-generated
+	ClientKind    string                 `protobuf:"bytes,3,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`       // terminal, browser, hook, sdk, ...
+	ClientName    string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`       // free text shown to other clients
+	Capabilities  []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`                     // what the client can render/do
+	Node          string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`                                     // node the client attached through
+	TtlNanos      int64                  `protobuf:"varint,7,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attach) Reset() {
+	*x = Attach{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attach) ProtoMessage() {}
+
+func (x *Attach) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attach.ProtoReflect.Descriptor instead.
+func (*Attach) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Attach) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Attach) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *Attach) GetClientKind() string {
+	if x != nil {
+		return x.ClientKind
+	}
+	return ""
+}
+
+func (x *Attach) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *Attach) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *Attach) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Attach) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+// KeepAlive renews an attachment's presence.
+type KeepAlive struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	TtlNanos      int64                  `protobuf:"varint,3,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAlive) Reset() {
+	*x = KeepAlive{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAlive) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAlive) ProtoMessage() {}
+
+func (x *KeepAlive) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
+func (*KeepAlive) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KeepAlive) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *KeepAlive) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *KeepAlive) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+// Detach ends an attachment (attachment.left) and releases its lease.
+type Detach struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	// "detached" (the client asked) or "expired" (the leader's reaper).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Detach) Reset() {
+	*x = Detach{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Detach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Detach) ProtoMessage() {}
+
+func (x *Detach) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Detach.ProtoReflect.Descriptor instead.
+func (*Detach) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Detach) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Detach) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *Detach) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type TakeLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	Steal         bool                   `protobuf:"varint,3,opt,name=steal,proto3" json:"steal,omitempty"`
+	TtlNanos      int64                  `protobuf:"varint,4,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeLease) Reset() {
+	*x = TakeLease{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeLease) ProtoMessage() {}
+
+func (x *TakeLease) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
+func (*TakeLease) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TakeLease) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *TakeLease) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *TakeLease) GetSteal() bool {
+	if x != nil {
+		return x.Steal
+	}
+	return false
+}
+
+func (x *TakeLease) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+type RenewLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	TtlNanos      int64                  `protobuf:"varint,3,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLease) Reset() {
+	*x = RenewLease{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLease) ProtoMessage() {}
+
+func (x *RenewLease) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
+func (*RenewLease) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RenewLease) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RenewLease) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *RenewLease) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+// ReleaseLease gives the lease up. With attachment_id empty and reason
+// "expired" it is the leader's reaper clearing a lapsed lease; it is a no-op
+// unless the lease has really lapsed at the command's time.
+type ReleaseLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLease) Reset() {
+	*x = ReleaseLease{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLease) ProtoMessage() {}
+
+func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
+func (*ReleaseLease) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseLease) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReleaseLease) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *ReleaseLease) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SubmitInput is typed input from the lease holder (an input event).
+type SubmitInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	ExpectedEpoch uint64                 `protobuf:"varint,3,opt,name=expected_epoch,json=expectedEpoch,proto3" json:"expected_epoch,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitInput) Reset() {
+	*x = SubmitInput{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitInput) ProtoMessage() {}
+
+func (x *SubmitInput) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
+func (*SubmitInput) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubmitInput) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubmitInput) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *SubmitInput) GetExpectedEpoch() uint64 {
+	if x != nil {
+		return x.ExpectedEpoch
+	}
+	return 0
+}
+
+func (x *SubmitInput) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// AnswerApproval answers a pending approval.requested (approval.answered).
+type AnswerApproval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	ApprovalSeq   uint64                 `protobuf:"varint,3,opt,name=approval_seq,json=approvalSeq,proto3" json:"approval_seq,omitempty"` // seq of the approval.requested event
+	Approved      bool                   `protobuf:"varint,4,opt,name=approved,proto3" json:"approved,omitempty"`
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerApproval) Reset() {
+	*x = AnswerApproval{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerApproval) ProtoMessage() {}
+
+func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
+func (*AnswerApproval) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AnswerApproval) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AnswerApproval) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *AnswerApproval) GetApprovalSeq() uint64 {
+	if x != nil {
+		return x.ApprovalSeq
+	}
+	return 0
+}
+
+func (x *AnswerApproval) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *AnswerApproval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// RunnerAppend is a runner's write: turn, output, tool and approval events
+// of one execution epoch. It is refused with STALE_EPOCH unless epoch is the
+// session's current epoch.
+type RunnerAppend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Events        []*EventInput          `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerAppend) Reset() {
+	*x = RunnerAppend{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerAppend) ProtoMessage() {}
+
+func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
+func (*RunnerAppend) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RunnerAppend) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RunnerAppend) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RunnerAppend) GetEvents() []*EventInput {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 type AppendEvents struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -315,7 +1161,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +1173,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +1186,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -375,7 +1221,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +1233,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +1246,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EventInput) GetKind() string {
@@ -434,7 +1280,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +1292,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +1305,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -485,14 +1331,18 @@ type Result struct {
 	//
 	//	*Result_Session
 	//	*Result_Append
-	Body          isResult_Body `protobuf_oneof:"body"`
+	//	*Result_Attachment
+	Body isResult_Body `protobuf_oneof:"body"`
+	// Set when the command changed nothing because it had already happened
+	// (an approval answered twice, a lease released twice).
+	NoOp          bool `protobuf:"varint,2,opt,name=no_op,json=noOp,proto3" json:"no_op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +1354,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +1367,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Result) GetError() *Error {
@@ -552,6 +1402,22 @@ func (x *Result) GetAppend() *AppendResult {
 	return nil
 }
 
+func (x *Result) GetAttachment() *Attachment {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Attachment); ok {
+			return x.Attachment
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetNoOp() bool {
+	if x != nil {
+		return x.NoOp
+	}
+	return false
+}
+
 type isResult_Body interface {
 	isResult_Body()
 }
@@ -564,9 +1430,15 @@ type Result_Append struct {
 	Append *AppendResult `protobuf:"bytes,11,opt,name=append,proto3,oneof"`
 }
 
+type Result_Attachment struct {
+	Attachment *Attachment `protobuf:"bytes,12,opt,name=attachment,proto3,oneof"`
+}
+
 func (*Result_Session) isResult_Body() {}
 
 func (*Result_Append) isResult_Body() {}
+
+func (*Result_Attachment) isResult_Body() {}
 
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -582,7 +1454,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +1466,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +1479,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Error) GetReason() string {
@@ -642,7 +1514,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1526,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1539,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -702,14 +1574,30 @@ type Session struct {
 	CreatedUnixNano int64                  `protobuf:"varint,6,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	UpdatedUnixNano int64                  `protobuf:"varint,7,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
 	// Sequence number of the last event; 0 for an empty journal.
-	HeadSeq       uint64 `protobuf:"varint,8,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeadSeq uint64 `protobuf:"varint,8,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
+	// Current execution epoch (1, 2, ...) and its placement.
+	Epoch     uint64     `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Placement *Placement `protobuf:"bytes,10,opt,name=placement,proto3" json:"placement,omitempty"`
+	// The input lease; empty attachment_id = nobody holds it. A lease whose
+	// expires_unix_nano has passed (by command time) is treated as free.
+	Lease *Lease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Interaction state the runner and clients need: inputs waiting for a
+	// turn (their seqs, in order), the input whose turn is running (0: none),
+	// and the approval a running turn waits for (0: none).
+	QueuedInputs       []uint64 `protobuf:"varint,12,rep,packed,name=queued_inputs,json=queuedInputs,proto3" json:"queued_inputs,omitempty"`
+	TurnInputSeq       uint64   `protobuf:"varint,13,opt,name=turn_input_seq,json=turnInputSeq,proto3" json:"turn_input_seq,omitempty"`
+	PendingApprovalSeq uint64   `protobuf:"varint,14,opt,name=pending_approval_seq,json=pendingApprovalSeq,proto3" json:"pending_approval_seq,omitempty"`
+	// Answer to pending_approval_seq once given (the runner reads it).
+	Approval       *Approval `protobuf:"bytes,15,opt,name=approval,proto3" json:"approval,omitempty"`
+	TurnsCompleted uint64    `protobuf:"varint,16,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
+	Attachments    uint32    `protobuf:"varint,17,opt,name=attachments,proto3" json:"attachments,omitempty"` // attachments currently registered
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +1609,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +1622,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Session) GetSessionId() string {
@@ -793,6 +1681,330 @@ func (x *Session) GetHeadSeq() uint64 {
 	return 0
 }
 
+func (x *Session) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Session) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *Session) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Session) GetQueuedInputs() []uint64 {
+	if x != nil {
+		return x.QueuedInputs
+	}
+	return nil
+}
+
+func (x *Session) GetTurnInputSeq() uint64 {
+	if x != nil {
+		return x.TurnInputSeq
+	}
+	return 0
+}
+
+func (x *Session) GetPendingApprovalSeq() uint64 {
+	if x != nil {
+		return x.PendingApprovalSeq
+	}
+	return 0
+}
+
+func (x *Session) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+func (x *Session) GetTurnsCompleted() uint64 {
+	if x != nil {
+		return x.TurnsCompleted
+	}
+	return 0
+}
+
+func (x *Session) GetAttachments() uint32 {
+	if x != nil {
+		return x.Attachments
+	}
+	return 0
+}
+
+type Lease struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	ClientKind      string                 `protobuf:"bytes,2,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`
+	ClientName      string                 `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	TakenUnixNano   int64                  `protobuf:"varint,4,opt,name=taken_unix_nano,json=takenUnixNano,proto3" json:"taken_unix_nano,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,5,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Lease) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *Lease) GetClientKind() string {
+	if x != nil {
+		return x.ClientKind
+	}
+	return ""
+}
+
+func (x *Lease) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *Lease) GetTakenUnixNano() int64 {
+	if x != nil {
+		return x.TakenUnixNano
+	}
+	return 0
+}
+
+func (x *Lease) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
+type Approval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalSeq   uint64                 `protobuf:"varint,1,opt,name=approval_seq,json=approvalSeq,proto3" json:"approval_seq,omitempty"`
+	Answered      bool                   `protobuf:"varint,2,opt,name=answered,proto3" json:"answered,omitempty"`
+	Approved      bool                   `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,4,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Approval) GetApprovalSeq() uint64 {
+	if x != nil {
+		return x.ApprovalSeq
+	}
+	return 0
+}
+
+func (x *Approval) GetAnswered() bool {
+	if x != nil {
+		return x.Answered
+	}
+	return false
+}
+
+func (x *Approval) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *Approval) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *Approval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// Attachment is a client attached to a session (stored per session).
+type Attachment struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SessionId       string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId    string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	ClientKind      string                 `protobuf:"bytes,3,opt,name=client_kind,json=clientKind,proto3" json:"client_kind,omitempty"`
+	ClientName      string                 `protobuf:"bytes,4,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	Capabilities    []string               `protobuf:"bytes,5,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	Node            string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
+	JoinedUnixNano  int64                  `protobuf:"varint,7,opt,name=joined_unix_nano,json=joinedUnixNano,proto3" json:"joined_unix_nano,omitempty"`
+	SeenUnixNano    int64                  `protobuf:"varint,8,opt,name=seen_unix_nano,json=seenUnixNano,proto3" json:"seen_unix_nano,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,9,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Attachment) Reset() {
+	*x = Attachment{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attachment) ProtoMessage() {}
+
+func (x *Attachment) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
+func (*Attachment) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Attachment) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Attachment) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *Attachment) GetClientKind() string {
+	if x != nil {
+		return x.ClientKind
+	}
+	return ""
+}
+
+func (x *Attachment) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *Attachment) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *Attachment) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Attachment) GetJoinedUnixNano() int64 {
+	if x != nil {
+		return x.JoinedUnixNano
+	}
+	return 0
+}
+
+func (x *Attachment) GetSeenUnixNano() int64 {
+	if x != nil {
+		return x.SeenUnixNano
+	}
+	return 0
+}
+
+func (x *Attachment) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
 // Event is one addressed journal record: (session_id, seq).
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -809,7 +2021,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +2033,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +2046,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetSessionId() string {
@@ -898,7 +2110,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +2122,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +2135,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -938,7 +2150,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\x99\x02\n" +
+	"fak.fsm.v1\"\xa7\x06\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -946,15 +2158,91 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x0ecreate_session\x18\n" +
 	" \x01(\v2\x19.fak.fsm.v1.CreateSessionH\x00R\rcreateSession\x12?\n" +
 	"\rappend_events\x18\v \x01(\v2\x18.fak.fsm.v1.AppendEventsH\x00R\fappendEvents\x12<\n" +
-	"\fstop_session\x18\f \x01(\v2\x17.fak.fsm.v1.StopSessionH\x00R\vstopSessionB\x06\n" +
+	"\fstop_session\x18\f \x01(\v2\x17.fak.fsm.v1.StopSessionH\x00R\vstopSession\x12,\n" +
+	"\x06attach\x18\r \x01(\v2\x12.fak.fsm.v1.AttachH\x00R\x06attach\x126\n" +
+	"\n" +
+	"keep_alive\x18\x0e \x01(\v2\x15.fak.fsm.v1.KeepAliveH\x00R\tkeepAlive\x12,\n" +
+	"\x06detach\x18\x0f \x01(\v2\x12.fak.fsm.v1.DetachH\x00R\x06detach\x126\n" +
+	"\n" +
+	"take_lease\x18\x10 \x01(\v2\x15.fak.fsm.v1.TakeLeaseH\x00R\ttakeLease\x129\n" +
+	"\vrenew_lease\x18\x11 \x01(\v2\x16.fak.fsm.v1.RenewLeaseH\x00R\n" +
+	"renewLease\x12?\n" +
+	"\rrelease_lease\x18\x12 \x01(\v2\x18.fak.fsm.v1.ReleaseLeaseH\x00R\freleaseLease\x12<\n" +
+	"\fsubmit_input\x18\x13 \x01(\v2\x17.fak.fsm.v1.SubmitInputH\x00R\vsubmitInput\x12E\n" +
+	"\x0fanswer_approval\x18\x14 \x01(\v2\x1a.fak.fsm.v1.AnswerApprovalH\x00R\x0eanswerApproval\x12?\n" +
+	"\rrunner_append\x18\x15 \x01(\v2\x18.fak.fsm.v1.RunnerAppendH\x00R\frunnerAppendB\x06\n" +
 	"\x04body\"8\n" +
 	"\x05Batch\x12/\n" +
-	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"b\n" +
+	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\x97\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1c\n" +
-	"\tobjective\x18\x03 \x01(\tR\tobjective\"\x96\x01\n" +
+	"\tobjective\x18\x03 \x01(\tR\tobjective\x123\n" +
+	"\tplacement\x18\x04 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\"\x9b\x01\n" +
+	"\tPlacement\x12'\n" +
+	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
+	"\vaccount_ref\x18\x03 \x01(\tR\n" +
+	"accountRef\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\"\xe3\x01\n" +
+	"\x06Attach\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x1f\n" +
+	"\vclient_kind\x18\x03 \x01(\tR\n" +
+	"clientKind\x12\x1f\n" +
+	"\vclient_name\x18\x04 \x01(\tR\n" +
+	"clientName\x12\"\n" +
+	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12\x12\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\x12\x1b\n" +
+	"\tttl_nanos\x18\a \x01(\x03R\bttlNanos\"l\n" +
+	"\tKeepAlive\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x1b\n" +
+	"\tttl_nanos\x18\x03 \x01(\x03R\bttlNanos\"d\n" +
+	"\x06Detach\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x82\x01\n" +
+	"\tTakeLease\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x14\n" +
+	"\x05steal\x18\x03 \x01(\bR\x05steal\x12\x1b\n" +
+	"\tttl_nanos\x18\x04 \x01(\x03R\bttlNanos\"m\n" +
+	"\n" +
+	"RenewLease\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x1b\n" +
+	"\tttl_nanos\x18\x03 \x01(\x03R\bttlNanos\"j\n" +
+	"\fReleaseLease\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8c\x01\n" +
+	"\vSubmitInput\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12%\n" +
+	"\x0eexpected_epoch\x18\x03 \x01(\x04R\rexpectedEpoch\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"\xa7\x01\n" +
+	"\x0eAnswerApproval\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12!\n" +
+	"\fapproval_seq\x18\x03 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
+	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"s\n" +
+	"\fRunnerAppend\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +
+	"\x06events\x18\x03 \x03(\v2\x16.fak.fsm.v1.EventInputR\x06events\"\x96\x01\n" +
 	"\fAppendEvents\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12&\n" +
@@ -969,12 +2257,16 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vStopSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x9e\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xed\x01\n" +
 	"\x06Result\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.fak.fsm.v1.ErrorR\x05error\x12/\n" +
 	"\asession\x18\n" +
 	" \x01(\v2\x13.fak.fsm.v1.SessionH\x00R\asession\x122\n" +
-	"\x06append\x18\v \x01(\v2\x18.fak.fsm.v1.AppendResultH\x00R\x06appendB\x06\n" +
+	"\x06append\x18\v \x01(\v2\x18.fak.fsm.v1.AppendResultH\x00R\x06append\x128\n" +
+	"\n" +
+	"attachment\x18\f \x01(\v2\x16.fak.fsm.v1.AttachmentH\x00R\n" +
+	"attachment\x12\x13\n" +
+	"\x05no_op\x18\x02 \x01(\bR\x04noOpB\x06\n" +
 	"\x04body\"T\n" +
 	"\x05Error\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
@@ -984,7 +2276,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xa0\x02\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x8e\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -995,7 +2287,45 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"stopReason\x12*\n" +
 	"\x11created_unix_nano\x18\x06 \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
 	"\x11updated_unix_nano\x18\a \x01(\x03R\x0fupdatedUnixNano\x12\x19\n" +
-	"\bhead_seq\x18\b \x01(\x04R\aheadSeq\"\xb9\x01\n" +
+	"\bhead_seq\x18\b \x01(\x04R\aheadSeq\x12\x14\n" +
+	"\x05epoch\x18\t \x01(\x04R\x05epoch\x123\n" +
+	"\tplacement\x18\n" +
+	" \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\x12'\n" +
+	"\x05lease\x18\v \x01(\v2\x11.fak.fsm.v1.LeaseR\x05lease\x12#\n" +
+	"\rqueued_inputs\x18\f \x03(\x04R\fqueuedInputs\x12$\n" +
+	"\x0eturn_input_seq\x18\r \x01(\x04R\fturnInputSeq\x120\n" +
+	"\x14pending_approval_seq\x18\x0e \x01(\x04R\x12pendingApprovalSeq\x120\n" +
+	"\bapproval\x18\x0f \x01(\v2\x14.fak.fsm.v1.ApprovalR\bapproval\x12'\n" +
+	"\x0fturns_completed\x18\x10 \x01(\x04R\x0eturnsCompleted\x12 \n" +
+	"\vattachments\x18\x11 \x01(\rR\vattachments\"\xc2\x01\n" +
+	"\x05Lease\x12#\n" +
+	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
+	"\vclient_kind\x18\x02 \x01(\tR\n" +
+	"clientKind\x12\x1f\n" +
+	"\vclient_name\x18\x03 \x01(\tR\n" +
+	"clientName\x12&\n" +
+	"\x0ftaken_unix_nano\x18\x04 \x01(\x03R\rtakenUnixNano\x12*\n" +
+	"\x11expires_unix_nano\x18\x05 \x01(\x03R\x0fexpiresUnixNano\"\x9e\x01\n" +
+	"\bApproval\x12!\n" +
+	"\fapproval_seq\x18\x01 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
+	"\banswered\x18\x02 \x01(\bR\banswered\x12\x1a\n" +
+	"\bapproved\x18\x03 \x01(\bR\bapproved\x12#\n" +
+	"\rattachment_id\x18\x04 \x01(\tR\fattachmentId\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xc6\x02\n" +
+	"\n" +
+	"Attachment\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12\x1f\n" +
+	"\vclient_kind\x18\x03 \x01(\tR\n" +
+	"clientKind\x12\x1f\n" +
+	"\vclient_name\x18\x04 \x01(\tR\n" +
+	"clientName\x12\"\n" +
+	"\fcapabilities\x18\x05 \x03(\tR\fcapabilities\x12\x12\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\x12(\n" +
+	"\x10joined_unix_nano\x18\a \x01(\x03R\x0ejoinedUnixNano\x12$\n" +
+	"\x0eseen_unix_nano\x18\b \x01(\x03R\fseenUnixNano\x12*\n" +
+	"\x11expires_unix_nano\x18\t \x01(\x03R\x0fexpiresUnixNano\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -1027,38 +2357,66 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
-	(SessionState)(0),     // 0: fak.fsm.v1.SessionState
-	(*Command)(nil),       // 1: fak.fsm.v1.Command
-	(*Batch)(nil),         // 2: fak.fsm.v1.Batch
-	(*CreateSession)(nil), // 3: fak.fsm.v1.CreateSession
-	(*AppendEvents)(nil),  // 4: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),    // 5: fak.fsm.v1.EventInput
-	(*StopSession)(nil),   // 6: fak.fsm.v1.StopSession
-	(*Result)(nil),        // 7: fak.fsm.v1.Result
-	(*Error)(nil),         // 8: fak.fsm.v1.Error
-	(*AppendResult)(nil),  // 9: fak.fsm.v1.AppendResult
-	(*Session)(nil),       // 10: fak.fsm.v1.Session
-	(*Event)(nil),         // 11: fak.fsm.v1.Event
-	(*EventChunk)(nil),    // 12: fak.fsm.v1.EventChunk
+	(SessionState)(0),      // 0: fak.fsm.v1.SessionState
+	(*Command)(nil),        // 1: fak.fsm.v1.Command
+	(*Batch)(nil),          // 2: fak.fsm.v1.Batch
+	(*CreateSession)(nil),  // 3: fak.fsm.v1.CreateSession
+	(*Placement)(nil),      // 4: fak.fsm.v1.Placement
+	(*Attach)(nil),         // 5: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),      // 6: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),         // 7: fak.fsm.v1.Detach
+	(*TakeLease)(nil),      // 8: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),     // 9: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),   // 10: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),    // 11: fak.fsm.v1.SubmitInput
+	(*AnswerApproval)(nil), // 12: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),   // 13: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),   // 14: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),     // 15: fak.fsm.v1.EventInput
+	(*StopSession)(nil),    // 16: fak.fsm.v1.StopSession
+	(*Result)(nil),         // 17: fak.fsm.v1.Result
+	(*Error)(nil),          // 18: fak.fsm.v1.Error
+	(*AppendResult)(nil),   // 19: fak.fsm.v1.AppendResult
+	(*Session)(nil),        // 20: fak.fsm.v1.Session
+	(*Lease)(nil),          // 21: fak.fsm.v1.Lease
+	(*Approval)(nil),       // 22: fak.fsm.v1.Approval
+	(*Attachment)(nil),     // 23: fak.fsm.v1.Attachment
+	(*Event)(nil),          // 24: fak.fsm.v1.Event
+	(*EventChunk)(nil),     // 25: fak.fsm.v1.EventChunk
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	3,  // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	4,  // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	6,  // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	1,  // 3: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	5,  // 4: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	8,  // 5: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	10, // 6: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	9,  // 7: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	0,  // 8: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	11, // 9: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	16, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	5,  // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	6,  // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	7,  // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	8,  // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	9,  // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	10, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	11, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	12, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	13, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	1,  // 12: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	4,  // 13: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	15, // 14: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	15, // 15: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	18, // 16: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	20, // 17: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	19, // 18: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	23, // 19: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	0,  // 20: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	4,  // 21: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	21, // 22: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	22, // 23: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	24, // 24: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -1070,11 +2428,21 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_CreateSession)(nil),
 		(*Command_AppendEvents)(nil),
 		(*Command_StopSession)(nil),
+		(*Command_Attach)(nil),
+		(*Command_KeepAlive)(nil),
+		(*Command_Detach)(nil),
+		(*Command_TakeLease)(nil),
+		(*Command_RenewLease)(nil),
+		(*Command_ReleaseLease)(nil),
+		(*Command_SubmitInput)(nil),
+		(*Command_AnswerApproval)(nil),
+		(*Command_RunnerAppend)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[3].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[6].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[13].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[16].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
+		(*Result_Attachment)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1082,7 +2450,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,185 @@
+package fsm
+
+import (
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// MaxInputBytes bounds one input.
+const MaxInputBytes = 64 << 10
+
+type inputFact struct {
+	AttachmentID string `json:"attachment_id"`
+	ClientKind   string `json:"client_kind"`
+	ClientName   string `json:"client_name,omitempty"`
+	Epoch        uint64 `json:"epoch"`
+}
+
+// submitInput accepts input from the lease holder into the session's queue.
+// The checks run in the order a client can act on: a stopped session first,
+// then the epoch it targeted, then the lease.
+func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.Result, *Error) {
+	if cmd.Text == "" {
+		return nil, errorf(ReasonInvalidArgument, "input text is required")
+	}
+	if len(cmd.Text) > MaxInputBytes {
+		return nil, errorf(ReasonInvalidArgument, "input longer than %d bytes", MaxInputBytes)
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	if cmd.ExpectedEpoch != s.Epoch {
+		return nil, errorf(ReasonStaleEpoch, "input targets epoch %d; the session's current epoch is %d", cmd.ExpectedEpoch, s.Epoch)
+	}
+	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
+	if err != nil {
+		return nil, err
+	}
+	if LeaseHolder(s, c.TimeUnixNano) != at.AttachmentId {
+		return nil, leaseNotHeld(s, c.TimeUnixNano, at.AttachmentId)
+	}
+	ev := newEvent(s, c, KindInput, cmd.Text, fact(inputFact{
+		AttachmentID: at.AttachmentId, ClientKind: at.ClientKind, ClientName: at.ClientName, Epoch: s.Epoch,
+	}))
+	s.QueuedInputs = append(s.QueuedInputs, ev.Seq)
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(ev)
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
+		SessionId: s.SessionId, FirstSeq: ev.Seq, LastSeq: ev.Seq,
+	}}}, nil
+}
+
+type approvalFact struct {
+	ApprovalSeq  uint64 `json:"approval_seq"`
+	Approved     bool   `json:"approved"`
+	AttachmentID string `json:"attachment_id"`
+	ClientKind   string `json:"client_kind"`
+	ClientName   string `json:"client_name,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+// answerApproval needs an attachment, not the lease: a phone may answer
+// while a terminal types. Answering an answered approval is a typed no-op.
+func (a *applier) answerApproval(c *fsmpb.Command, cmd *fsmpb.AnswerApproval) (*fsmpb.Result, *Error) {
+	if len(cmd.Note) > MaxReasonBytes {
+		return nil, errorf(ReasonInvalidArgument, "note longer than %d bytes", MaxReasonBytes)
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
+	if err != nil {
+		return nil, err
+	}
+	if ap := s.Approval; ap != nil && ap.ApprovalSeq == cmd.ApprovalSeq && ap.Answered {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Session{Session: s}}, nil
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	if s.PendingApprovalSeq == 0 || s.PendingApprovalSeq != cmd.ApprovalSeq {
+		return nil, errorf(ReasonNoPendingApproval, "no approval pending at seq %d", cmd.ApprovalSeq)
+	}
+	s.Approval = &fsmpb.Approval{ApprovalSeq: cmd.ApprovalSeq, Answered: true, Approved: cmd.Approved,
+		AttachmentId: at.AttachmentId, Note: cmd.Note}
+	verdict := "denied"
+	if cmd.Approved {
+		verdict = "approved"
+	}
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(newEvent(s, c, KindApprovalAnswered, verdict+" by "+at.ClientKind+" "+at.ClientName, fact(approvalFact{
+		ApprovalSeq: cmd.ApprovalSeq, Approved: cmd.Approved, AttachmentID: at.AttachmentId,
+		ClientKind: at.ClientKind, ClientName: at.ClientName, Note: cmd.Note,
+	})))
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
+}
+
+// runnerAppend writes a runner's events, fenced by epoch, and keeps the
+// turn bookkeeping: a turn starts on the oldest queued input, output and
+// tools happen inside a turn, a tool waiting for approval gets its result
+// only after the answer, and completing the turn frees the runner for the
+// next input. The whole command is checked before anything is written.
+func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmpb.Result, *Error) {
+	if len(cmd.Events) == 0 {
+		return nil, errorf(ReasonInvalidArgument, "at least one event is required")
+	}
+	if len(cmd.Events) > MaxEventsPerAppend {
+		return nil, errorf(ReasonInvalidArgument, "%d events in one append; the limit is %d", len(cmd.Events), MaxEventsPerAppend)
+	}
+	for i, ev := range cmd.Events {
+		if !runnerKinds[ev.Kind] {
+			return nil, errorf(ReasonInvalidArgument, "event %d: kind %q is not written by runners", i, truncate(ev.Kind, MaxKindBytes))
+		}
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Epoch != s.Epoch {
+		return nil, errorf(ReasonStaleEpoch, "runner of epoch %d; the session's current epoch is %d", cmd.Epoch, s.Epoch)
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	first := s.HeadSeq + 1
+	events := make([]*fsmpb.Event, 0, len(cmd.Events))
+	for i, in := range cmd.Events {
+		inTurn := s.TurnInputSeq != 0
+		switch in.Kind {
+		case KindTurnStarted:
+			if inTurn {
+				return nil, errorf(ReasonTurnOrder, "event %d: a turn is already running (input %d)", i, s.TurnInputSeq)
+			}
+			if len(s.QueuedInputs) == 0 {
+				return nil, errorf(ReasonTurnOrder, "event %d: no queued input to start a turn on", i)
+			}
+			s.TurnInputSeq = s.QueuedInputs[0]
+			s.QueuedInputs = s.QueuedInputs[1:]
+		case KindApprovalRequested:
+			if !inTurn || s.PendingApprovalSeq != 0 {
+				return nil, errorf(ReasonTurnOrder, "event %d: approval.requested needs a running turn and no pending approval", i)
+			}
+		case KindToolResult:
+			if !inTurn {
+				return nil, errorf(ReasonTurnOrder, "event %d: %s outside a turn", i, in.Kind)
+			}
+			if s.PendingApprovalSeq != 0 {
+				if ap := s.Approval; ap == nil || ap.ApprovalSeq != s.PendingApprovalSeq || !ap.Answered {
+					return nil, errorf(ReasonTurnOrder, "event %d: tool.result before approval %d was answered", i, s.PendingApprovalSeq)
+				}
+				s.PendingApprovalSeq = 0
+			}
+		case KindTurnCompleted:
+			if !inTurn {
+				return nil, errorf(ReasonTurnOrder, "event %d: turn.completed outside a turn", i)
+			}
+		default: // output, tool.call
+			if !inTurn {
+				return nil, errorf(ReasonTurnOrder, "event %d: %s outside a turn", i, in.Kind)
+			}
+		}
+		ev := newEvent(s, c, in.Kind, in.Text, in.Data)
+		switch in.Kind {
+		case KindApprovalRequested:
+			s.PendingApprovalSeq = ev.Seq
+			s.Approval = &fsmpb.Approval{ApprovalSeq: ev.Seq}
+		case KindTurnCompleted:
+			s.TurnInputSeq = 0
+			s.PendingApprovalSeq = 0
+			s.TurnsCompleted++
+		}
+		events = append(events, ev)
+	}
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(events...)
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
+		SessionId: s.SessionId, FirstSeq: first, LastSeq: s.HeadSeq,
+	}}}, nil
+}
