@@ -53,7 +53,10 @@ chaos: build
 run: build
 	$(BIN)/fak dev
 
+# Old outputs are removed first, so a renamed or deleted .proto leaves no
+# stale generated file behind.
 generate: buf-lint
+	find $(GENERATED) -name '*.go' -delete
 	$(GO) tool buf generate
 
 check-generate: generate

@@ -18,6 +18,47 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		CreatedUnixNano: s.CreatedUnixNano,
 		UpdatedUnixNano: s.UpdatedUnixNano,
 		HeadSeq:         s.HeadSeq,
+		Epoch:           s.Epoch,
+		Placement:       placementToAPI(s.Placement),
+		Lease:           leaseToAPI(s.Lease),
+		Pending: &fakv1.PendingInteraction{
+			QueuedInputs: s.QueuedInputs, TurnInputSeq: s.TurnInputSeq, ApprovalSeq: s.PendingApprovalSeq,
+		},
+		TurnsCompleted:  s.TurnsCompleted,
+		AttachmentCount: s.Attachments,
+	}
+}
+
+func placementToAPI(p *fsmpb.Placement) *fakv1.Placement {
+	if p == nil {
+		return nil
+	}
+	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+}
+
+func placementFromAPI(p *fakv1.Placement) *fsmpb.Placement {
+	if p == nil {
+		return &fsmpb.Placement{}
+	}
+	return &fsmpb.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+}
+
+// leaseToAPI returns nil when nobody holds the lease.
+func leaseToAPI(l *fsmpb.Lease) *fakv1.Lease {
+	if l == nil || l.AttachmentId == "" {
+		return nil
+	}
+	return &fakv1.Lease{AttachmentId: l.AttachmentId, ClientKind: l.ClientKind, ClientName: l.ClientName,
+		TakenUnixNano: l.TakenUnixNano, ExpiresUnixNano: l.ExpiresUnixNano}
+}
+
+func attachmentToAPI(a *fsmpb.Attachment, now int64, lease *fsmpb.Lease) *fakv1.Attachment {
+	return &fakv1.Attachment{
+		AttachmentId: a.AttachmentId, ClientKind: a.ClientKind, ClientName: a.ClientName,
+		Capabilities: a.Capabilities, Node: a.Node,
+		JoinedUnixNano: a.JoinedUnixNano, SeenUnixNano: a.SeenUnixNano, ExpiresUnixNano: a.ExpiresUnixNano,
+		Present:    a.ExpiresUnixNano > now,
+		HoldsLease: lease != nil && lease.AttachmentId == a.AttachmentId && lease.ExpiresUnixNano > now,
 	}
 }
 

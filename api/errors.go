@@ -29,6 +29,15 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	fsm.ReasonSeqMismatch:     connect.CodeAborted,
 	fsm.ReasonSessionStopped:  connect.CodeFailedPrecondition,
 	fsm.ReasonAlreadyExists:   connect.CodeAlreadyExists,
+	// A different epoch, lease or attachment than the client assumed: the
+	// client must re-describe before retrying.
+	fsm.ReasonStaleEpoch:         connect.CodeFailedPrecondition,
+	fsm.ReasonLeaseNotHeld:       connect.CodeFailedPrecondition,
+	fsm.ReasonLeaseHeld:          connect.CodeFailedPrecondition,
+	fsm.ReasonAttachmentNotFound: connect.CodeNotFound,
+	fsm.ReasonBusy:               connect.CodeFailedPrecondition,
+	fsm.ReasonNoPendingApproval:  connect.CodeFailedPrecondition,
+	fsm.ReasonTurnOrder:          connect.CodeFailedPrecondition,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

@@ -37,6 +37,7 @@ const (
 type peerClients struct {
 	session fakv1connect.SessionServiceClient
 	cluster fakv1connect.ClusterServiceClient
+	runner  fakv1connect.RunnerServiceClient
 }
 
 type peerPool struct {
@@ -62,6 +63,7 @@ func (p *peerPool) get(addr string) *peerClients {
 	c := &peerClients{
 		session: fakv1connect.NewSessionServiceClient(p.httpClient, base),
 		cluster: fakv1connect.NewClusterServiceClient(p.httpClient, base),
+		runner:  fakv1connect.NewRunnerServiceClient(p.httpClient, base),
 	}
 	p.peers[addr] = c
 	return c

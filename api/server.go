@@ -90,7 +90,8 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, opts...))
-	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName}
+	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))

@@ -33,10 +33,22 @@ func (h *sessionHandler) CreateSession(ctx context.Context, req *connect.Request
 	if len(m.Title) > fsm.MaxTitleBytes || len(m.Objective) > fsm.MaxObjectiveBytes {
 		return nil, invalidArgument("title (max %d bytes) or objective (max %d bytes) too long", fsm.MaxTitleBytes, fsm.MaxObjectiveBytes)
 	}
+	// The first epoch runs on the node that received the request unless the
+	// caller placed it; set before forwarding, so the leader keeps it.
+	if m.Placement == nil {
+		m.Placement = &fakv1.Placement{}
+	}
+	if m.Placement.Node == "" {
+		m.Placement.Node = h.s.cfg.NodeName
+	}
+	if m.Placement.RuntimeAdapter == "" {
+		m.Placement.RuntimeAdapter = fsm.DefaultRuntimeAdapter
+	}
 	return write(ctx, h.s, req, "",
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
 				SessionId: newID("ses_"), Title: m.Title, Objective: m.Objective,
+				Placement: placementFromAPI(m.Placement),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.CreateSessionResponse {
@@ -123,20 +135,6 @@ func (h *sessionHandler) ListSessions(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(resp), nil
 }
 
-func (h *sessionHandler) DescribeSession(ctx context.Context, req *connect.Request[fakv1.DescribeSessionRequest]) (*connect.Response[fakv1.DescribeSessionResponse], error) {
-	if req.Msg.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	if err := h.s.readBarrier(ctx, req.Header(), req.Msg.Consistency); err != nil {
-		return nil, toConnectError(err)
-	}
-	sess, err := h.s.fsm.Session(req.Msg.SessionId)
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(&fakv1.DescribeSessionResponse{Session: sessionToAPI(sess)}), nil
-}
-
 func (h *sessionHandler) ReadEvents(ctx context.Context, req *connect.Request[fakv1.ReadEventsRequest]) (*connect.Response[fakv1.ReadEventsResponse], error) {
 	m := req.Msg
 	if m.SessionId == "" {
@@ -164,6 +162,11 @@ func (h *sessionHandler) WatchEvents(ctx context.Context, req *connect.Request[f
 	}
 	if err := h.s.readBarrier(ctx, req.Header(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
 		return toConnectError(err)
+	}
+	if m.AttachmentId != "" {
+		if err := h.s.requireAttachment(m.SessionId, m.AttachmentId); err != nil {
+			return err
+		}
 	}
 	after := m.AfterSeq
 	heartbeat := time.NewTicker(watchHeartbeat)

@@ -133,9 +133,18 @@ type Session struct {
 	CreatedUnixNano int64                  `protobuf:"varint,6,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	UpdatedUnixNano int64                  `protobuf:"varint,7,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
 	// Address of the last event: (session_id, head_seq). 0 = empty journal.
-	HeadSeq       uint64 `protobuf:"varint,8,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeadSeq uint64 `protobuf:"varint,8,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
+	// Current execution epoch and its placement.
+	Epoch     uint64     `protobuf:"varint,9,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Placement *Placement `protobuf:"bytes,10,opt,name=placement,proto3" json:"placement,omitempty"`
+	// The input lease; absent when nobody holds it.
+	Lease *Lease `protobuf:"bytes,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	// What is in flight: queued inputs, the running turn, a pending approval.
+	Pending         *PendingInteraction `protobuf:"bytes,12,opt,name=pending,proto3" json:"pending,omitempty"`
+	TurnsCompleted  uint64              `protobuf:"varint,13,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
+	AttachmentCount uint32              `protobuf:"varint,14,opt,name=attachment_count,json=attachmentCount,proto3" json:"attachment_count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -220,6 +229,48 @@ func (x *Session) GetUpdatedUnixNano() int64 {
 func (x *Session) GetHeadSeq() uint64 {
 	if x != nil {
 		return x.HeadSeq
+	}
+	return 0
+}
+
+func (x *Session) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Session) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *Session) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Session) GetPending() *PendingInteraction {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *Session) GetTurnsCompleted() uint64 {
+	if x != nil {
+		return x.TurnsCompleted
+	}
+	return 0
+}
+
+func (x *Session) GetAttachmentCount() uint32 {
+	if x != nil {
+		return x.AttachmentCount
 	}
 	return 0
 }
@@ -384,7 +435,10 @@ type CreateSessionRequest struct {
 	Objective string                 `protobuf:"bytes,2,opt,name=objective,proto3" json:"objective,omitempty"`
 	// Optional idempotency key; a retry with the same key returns the same
 	// session.
-	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Where the first execution epoch runs. Empty fields take defaults: the
+	// echo runtime adapter on the node that received the request.
+	Placement     *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +492,13 @@ func (x *CreateSessionRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *CreateSessionRequest) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
 }
 
 type CreateSessionResponse struct {
@@ -598,9 +659,12 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 }
 
 type DescribeSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Consistency   ReadConsistency        `protobuf:"varint,2,opt,name=consistency,proto3,enum=fak.v1.ReadConsistency" json:"consistency,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SessionId   string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Consistency ReadConsistency        `protobuf:"varint,2,opt,name=consistency,proto3,enum=fak.v1.ReadConsistency" json:"consistency,omitempty"`
+	// Optional: describe as seen by this attachment (which controls it may
+	// use now, e.g. input.text only while it holds the lease).
+	AttachmentId  string `protobuf:"bytes,3,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -649,9 +713,24 @@ func (x *DescribeSessionRequest) GetConsistency() ReadConsistency {
 	return ReadConsistency_READ_CONSISTENCY_UNSPECIFIED
 }
 
+func (x *DescribeSessionRequest) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+// DescribeSessionResponse is the session descriptor (DESIGN.md §7).
 type DescribeSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *Session               `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Attachments registered now, with presence.
+	Attachments []*Attachment `protobuf:"bytes,2,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// Every control with whether it is available and, when not, why and
+	// where to go instead.
+	Capabilities *CapabilitySet `protobuf:"bytes,3,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// The node hosting the current epoch.
+	ComputeNode   string `protobuf:"bytes,4,opt,name=compute_node,json=computeNode,proto3" json:"compute_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +770,27 @@ func (x *DescribeSessionResponse) GetSession() *Session {
 		return x.Session
 	}
 	return nil
+}
+
+func (x *DescribeSessionResponse) GetAttachments() []*Attachment {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+func (x *DescribeSessionResponse) GetCapabilities() *CapabilitySet {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *DescribeSessionResponse) GetComputeNode() string {
+	if x != nil {
+		return x.ComputeNode
+	}
+	return ""
 }
 
 type AppendEventsRequest struct {
@@ -949,7 +1049,10 @@ type WatchEventsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Stream events with seq > after_seq (0 = from the beginning).
-	AfterSeq      uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	AfterSeq uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// Optional: the attachment watching; the stream fails with
+	// ATTACHMENT_NOT_FOUND if it is not attached.
+	AttachmentId  string `protobuf:"bytes,3,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -996,6 +1099,13 @@ func (x *WatchEventsRequest) GetAfterSeq() uint64 {
 		return x.AfterSeq
 	}
 	return 0
+}
+
+func (x *WatchEventsRequest) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
 }
 
 type WatchEventsResponse struct {
@@ -1216,7 +1326,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\"\x9c\x02\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\x92\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1227,7 +1337,14 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"stopReason\x12*\n" +
 	"\x11created_unix_nano\x18\x06 \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
 	"\x11updated_unix_nano\x18\a \x01(\x03R\x0fupdatedUnixNano\x12\x19\n" +
-	"\bhead_seq\x18\b \x01(\x04R\aheadSeq\"\xb9\x01\n" +
+	"\bhead_seq\x18\b \x01(\x04R\aheadSeq\x12\x14\n" +
+	"\x05epoch\x18\t \x01(\x04R\x05epoch\x12/\n" +
+	"\tplacement\x18\n" +
+	" \x01(\v2\x11.fak.v1.PlacementR\tplacement\x12#\n" +
+	"\x05lease\x18\v \x01(\v2\r.fak.v1.LeaseR\x05lease\x124\n" +
+	"\apending\x18\f \x01(\v2\x1a.fak.v1.PendingInteractionR\apending\x12'\n" +
+	"\x0fturns_completed\x18\r \x01(\x04R\x0eturnsCompleted\x12)\n" +
+	"\x10attachment_count\x18\x0e \x01(\rR\x0fattachmentCount\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -1242,12 +1359,13 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"EventInput\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"i\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x9a\x01\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12\x1c\n" +
 	"\tobjective\x18\x02 \x01(\tR\tobjective\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"B\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12/\n" +
+	"\tplacement\x18\x04 \x01(\v2\x11.fak.v1.PlacementR\tplacement\"B\n" +
 	"\x15CreateSessionResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"\x8c\x01\n" +
 	"\x13ListSessionsRequest\x129\n" +
@@ -1257,13 +1375,17 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"k\n" +
 	"\x14ListSessionsResponse\x12+\n" +
 	"\bsessions\x18\x01 \x03(\v2\x0f.fak.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"r\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x97\x01\n" +
 	"\x16DescribeSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
-	"\vconsistency\x18\x02 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\"D\n" +
+	"\vconsistency\x18\x02 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\x12#\n" +
+	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"\xd8\x01\n" +
 	"\x17DescribeSessionResponse\x12)\n" +
-	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"\xb8\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\x124\n" +
+	"\vattachments\x18\x02 \x03(\v2\x12.fak.v1.AttachmentR\vattachments\x129\n" +
+	"\fcapabilities\x18\x03 \x01(\v2\x15.fak.v1.CapabilitySetR\fcapabilities\x12!\n" +
+	"\fcompute_node\x18\x04 \x01(\tR\vcomputeNode\"\xb8\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -1285,11 +1407,12 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\vconsistency\x18\x04 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\"V\n" +
 	"\x12ReadEventsResponse\x12%\n" +
 	"\x06events\x18\x01 \x03(\v2\r.fak.v1.EventR\x06events\x12\x19\n" +
-	"\bhead_seq\x18\x02 \x01(\x04R\aheadSeq\"P\n" +
+	"\bhead_seq\x18\x02 \x01(\x04R\aheadSeq\"u\n" +
 	"\x12WatchEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
-	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\"<\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\x12#\n" +
+	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"<\n" +
 	"\x13WatchEventsResponse\x12%\n" +
 	"\x06events\x18\x01 \x03(\v2\r.fak.v1.EventR\x06events\"j\n" +
 	"\x12StopSessionRequest\x12\x1d\n" +
@@ -1312,16 +1435,7 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SESSION_STATE_ACTIVE\x10\x01\x12\x19\n" +
-	"\x15SESSION_STATE_STOPPED\x10\x022\xae\x04\n" +
-	"\x0eSessionService\x12L\n" +
-	"\rCreateSession\x12\x1c.fak.v1.CreateSessionRequest\x1a\x1d.fak.v1.CreateSessionResponse\x12N\n" +
-	"\fListSessions\x12\x1b.fak.v1.ListSessionsRequest\x1a\x1c.fak.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\x0fDescribeSession\x12\x1e.fak.v1.DescribeSessionRequest\x1a\x1f.fak.v1.DescribeSessionResponse\"\x03\x90\x02\x01\x12I\n" +
-	"\fAppendEvents\x12\x1b.fak.v1.AppendEventsRequest\x1a\x1c.fak.v1.AppendEventsResponse\x12H\n" +
-	"\n" +
-	"ReadEvents\x12\x19.fak.v1.ReadEventsRequest\x1a\x1a.fak.v1.ReadEventsResponse\"\x03\x90\x02\x01\x12H\n" +
-	"\vWatchEvents\x12\x1a.fak.v1.WatchEventsRequest\x1a\x1b.fak.v1.WatchEventsResponse0\x01\x12F\n" +
-	"\vStopSession\x12\x1a.fak.v1.StopSessionRequest\x1a\x1b.fak.v1.StopSessionResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x15SESSION_STATE_STOPPED\x10\x02B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_session_proto_rawDescOnce sync.Once
@@ -1358,38 +1472,35 @@ var file_fak_v1_session_proto_goTypes = []any{
 	(*StopSessionRequest)(nil),      // 17: fak.v1.StopSessionRequest
 	(*StopSessionResponse)(nil),     // 18: fak.v1.StopSessionResponse
 	(*ErrorInfo)(nil),               // 19: fak.v1.ErrorInfo
+	(*Placement)(nil),               // 20: fak.v1.Placement
+	(*Lease)(nil),                   // 21: fak.v1.Lease
+	(*PendingInteraction)(nil),      // 22: fak.v1.PendingInteraction
+	(*Attachment)(nil),              // 23: fak.v1.Attachment
+	(*CapabilitySet)(nil),           // 24: fak.v1.CapabilitySet
 }
 var file_fak_v1_session_proto_depIdxs = []int32{
 	1,  // 0: fak.v1.Session.state:type_name -> fak.v1.SessionState
-	2,  // 1: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
-	0,  // 2: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 3: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
-	0,  // 4: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 5: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
-	4,  // 6: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
-	0,  // 7: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	3,  // 8: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
-	3,  // 9: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
-	2,  // 10: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
-	5,  // 11: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
-	7,  // 12: fak.v1.SessionService.ListSessions:input_type -> fak.v1.ListSessionsRequest
-	9,  // 13: fak.v1.SessionService.DescribeSession:input_type -> fak.v1.DescribeSessionRequest
-	11, // 14: fak.v1.SessionService.AppendEvents:input_type -> fak.v1.AppendEventsRequest
-	13, // 15: fak.v1.SessionService.ReadEvents:input_type -> fak.v1.ReadEventsRequest
-	15, // 16: fak.v1.SessionService.WatchEvents:input_type -> fak.v1.WatchEventsRequest
-	17, // 17: fak.v1.SessionService.StopSession:input_type -> fak.v1.StopSessionRequest
-	6,  // 18: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	8,  // 19: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	10, // 20: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	12, // 21: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	14, // 22: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	16, // 23: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	18, // 24: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	20, // 1: fak.v1.Session.placement:type_name -> fak.v1.Placement
+	21, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
+	22, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
+	20, // 4: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
+	2,  // 5: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
+	0,  // 6: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 7: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
+	0,  // 8: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 9: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
+	23, // 10: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
+	24, // 11: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
+	4,  // 12: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
+	0,  // 13: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	3,  // 14: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
+	3,  // 15: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
+	2,  // 16: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_session_proto_init() }
@@ -1397,6 +1508,7 @@ func file_fak_v1_session_proto_init() {
 	if File_fak_v1_session_proto != nil {
 		return
 	}
+	file_fak_v1_descriptor_proto_init()
 	file_fak_v1_session_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1406,7 +1518,7 @@ func file_fak_v1_session_proto_init() {
 			NumEnums:      2,
 			NumMessages:   18,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_fak_v1_session_proto_goTypes,
 		DependencyIndexes: file_fak_v1_session_proto_depIdxs,
