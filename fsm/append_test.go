@@ -24,33 +24,33 @@ func TestAppendEventsSequencesWithoutGaps(t *testing.T) {
 		want []*fsmpb.Result
 	}{
 		{
-			cmds: []*fsmpb.Command{appendEv("a", ev("input", "a2"), ev("output", "a3"))},
-			want: []*fsmpb.Result{appendResult("a", 2, 3)},
+			cmds: []*fsmpb.Command{appendEv("a", ev("note", "a3"), ev("checkpoint", "a4"))},
+			want: []*fsmpb.Result{appendResult("a", 3, 4)},
 		},
 		{ // sessions interleaved inside one entry
 			cmds: []*fsmpb.Command{
-				appendEv("b", ev("input", "b2")),
-				appendEv("a", ev("turn.started", "a4")),
-				appendEv("b", ev("tool.call", "b3"), ev("tool.result", "b4")),
-				appendEv("a", ev("turn.completed", "a5")),
+				appendEv("b", ev("note", "b3")),
+				appendEv("a", ev("compaction", "a5")),
+				appendEv("b", ev("note", "b4"), ev("fak.session.provider_boundary.v1", "b5")),
+				appendEv("a", ev("note", "a6")),
 			},
 			want: []*fsmpb.Result{
-				appendResult("b", 2, 2),
-				appendResult("a", 4, 4),
-				appendResult("b", 3, 4),
+				appendResult("b", 3, 3),
 				appendResult("a", 5, 5),
+				appendResult("b", 4, 5),
+				appendResult("a", 6, 6),
 			},
 		},
 		{ // a failing command in the middle of an entry does not disturb the others
 			cmds: []*fsmpb.Command{
-				appendEv("a", ev("note", "a6")),
+				appendEv("a", ev("note", "a7")),
 				appendEv("missing", ev("note", "x")),
-				appendEv("b", ev("checkpoint", "b5")),
+				appendEv("b", ev("checkpoint", "b6")),
 			},
 			want: []*fsmpb.Result{
-				appendResult("a", 6, 6),
+				appendResult("a", 7, 7),
 				{Error: &fsmpb.Error{Reason: string(ReasonNotFound), Message: "session missing not found"}},
-				appendResult("b", 5, 5),
+				appendResult("b", 6, 6),
 			},
 		},
 	}
@@ -63,34 +63,32 @@ func TestAppendEventsSequencesWithoutGaps(t *testing.T) {
 		}
 	}
 
-	h.wantJournal("a",
-		"1 session.created title a",
-		"2 input a2",
-		"3 output a3",
-		"4 turn.started a4",
-		"5 turn.completed a5",
+	h.wantJournal("a", withJournal("a",
+		"3 note a3",
+		"4 checkpoint a4",
+		"5 compaction a5",
 		"6 note a6",
-	)
-	h.wantJournal("b",
-		"1 session.created title b",
-		"2 input b2",
-		"3 tool.call b3",
-		"4 tool.result b4",
-		"5 checkpoint b5",
-	)
-	if s := h.session("a"); s.HeadSeq != 6 {
-		t.Fatalf("a head = %d, want 6", s.HeadSeq)
+		"7 note a7",
+	)...)
+	h.wantJournal("b", withJournal("b",
+		"3 note b3",
+		"4 note b4",
+		"5 fak.session.provider_boundary.v1 b5",
+		"6 checkpoint b6",
+	)...)
+	if s := h.session("a"); s.HeadSeq != 7 {
+		t.Fatalf("a head = %d, want 7", s.HeadSeq)
 	}
 }
 
 func TestAppendEventsStampsEvents(t *testing.T) {
 	h := newHarness(t)
 	h.apply1(create("s1"))
-	c := at(t0+500, req("req-7", appendEv("s1", &fsmpb.EventInput{Kind: "output", Text: "t", Data: []byte{0, 1, 2}})))
+	c := at(t0+500, req("req-7", appendEv("s1", &fsmpb.EventInput{Kind: "note", Text: "t", Data: []byte{0, 1, 2}})))
 	wantErr(t, h.apply1(c), "")
 
-	evs, _, _ := h.f.Events("s1", 2, 1)
-	want := &fsmpb.Event{SessionId: "s1", Seq: 2, Kind: "output", TimeUnixNano: t0 + 500, Text: "t", Data: []byte{0, 1, 2}, RequestId: "req-7"}
+	evs, _, _ := h.f.Events("s1", 3, 1)
+	want := &fsmpb.Event{SessionId: "s1", Seq: 3, Kind: "note", TimeUnixNano: t0 + 500, Text: "t", Data: []byte{0, 1, 2}, RequestId: "req-7"}
 	if len(evs) != 1 || !proto.Equal(evs[0], want) {
 		t.Fatalf("event = %v, want %v", evs, want)
 	}
@@ -109,25 +107,27 @@ func TestAppendEventsErrorsChangeNothing(t *testing.T) {
 		cmd  *fsmpb.Command
 		want Reason
 	}{
-		{"unknown session", appendEv("nope", ev("input", "x")), ReasonNotFound},
-		{"empty session id", appendEv("", ev("input", "x")), ReasonInvalidArgument},
+		{"unknown session", appendEv("nope", ev("note", "x")), ReasonNotFound},
+		{"empty session id", appendEv("", ev("note", "x")), ReasonInvalidArgument},
 		{"no events", appendEv("live"), ReasonInvalidArgument},
-		{"unknown kind", appendEv("live", ev("input", "ok"), ev("bogus", "x")), ReasonInvalidArgument},
+		{"unknown kind", appendEv("live", ev("note", "ok"), ev("bogus", "x")), ReasonInvalidArgument},
 		{"empty kind", appendEv("live", ev("", "x")), ReasonInvalidArgument},
 		{"overlong kind", appendEv("live", ev(strings.Repeat("k", MaxKindBytes+1), "x")), ReasonInvalidArgument},
 		{"system kind created", appendEv("live", ev(KindSessionCreated, "x")), ReasonInvalidArgument},
-		{"system kind stopped", appendEv("live", ev("input", "ok"), ev(KindSessionStopped, "x")), ReasonInvalidArgument},
+		{"system kind stopped", appendEv("live", ev("note", "ok"), ev(KindSessionStopped, "x")), ReasonInvalidArgument},
+		{"system kind input", appendEv("live", ev(KindInput, "x")), ReasonInvalidArgument},
+		{"runner kind output", appendEv("live", ev("note", "ok"), ev(KindOutput, "x")), ReasonInvalidArgument},
 		{"too many events", appendEv("live", tooMany...), ReasonInvalidArgument},
-		{"stopped session", appendEv("stopped", ev("input", "x")), ReasonSessionStopped},
-		{"stopped session, matching expected seq", appendIf("stopped", 2, ev("input", "x")), ReasonSessionStopped},
-		{"expected seq behind", appendIf("live", 1, ev("input", "x")), ReasonSeqMismatch},
-		{"expected seq ahead", appendIf("live", 3, ev("input", "x")), ReasonSeqMismatch},
-		{"expected seq zero", appendIf("live", 0, ev("input", "x")), ReasonSeqMismatch},
+		{"stopped session", appendEv("stopped", ev("note", "x")), ReasonSessionStopped},
+		{"stopped session, matching expected seq", appendIf("stopped", 3, ev("note", "x")), ReasonSessionStopped},
+		{"expected seq behind", appendIf("live", 2, ev("note", "x")), ReasonSeqMismatch},
+		{"expected seq ahead", appendIf("live", 4, ev("note", "x")), ReasonSeqMismatch},
+		{"expected seq zero", appendIf("live", 0, ev("note", "x")), ReasonSeqMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(create("live"), appendEv("live", ev("input", "first")))
+			h.apply(create("live"), appendEv("live", ev("note", "first")))
 			h.apply(create("stopped"), stop("stopped", ""))
 			before := h.state()
 
@@ -148,7 +148,7 @@ func TestAppendEventsMaxEventsIsInclusive(t *testing.T) {
 		evs[i] = ev("note", "n")
 	}
 	r := h.apply1(appendEv("s1", evs...))
-	if !proto.Equal(r, appendResult("s1", 2, MaxEventsPerAppend+1)) {
+	if !proto.Equal(r, appendResult("s1", 3, MaxEventsPerAppend+2)) {
 		t.Fatalf("result = %v", r)
 	}
 }
@@ -159,14 +159,14 @@ func TestAppendEventsEveryClientKind(t *testing.T) {
 	for kind := range clientKinds {
 		wantErr(t, h.apply1(appendEv("s1", ev(kind, ""))), "")
 	}
-	if s := h.session("s1"); s.HeadSeq != uint64(1+len(clientKinds)) {
-		t.Fatalf("head = %d, want %d", s.HeadSeq, 1+len(clientKinds))
+	if s := h.session("s1"); s.HeadSeq != uint64(2+len(clientKinds)) {
+		t.Fatalf("head = %d, want %d", s.HeadSeq, 2+len(clientKinds))
 	}
 }
 
 func TestCompareAndAppend(t *testing.T) {
 	h := newHarness(t)
-	h.apply1(create("s1")) // head 1
+	h.apply1(create("s1")) // head 2: session.created, epoch.changed
 
 	// A script of appends against one journal: the expected head, the
 	// outcome, and the head reported by a mismatch.
@@ -175,20 +175,20 @@ func TestCompareAndAppend(t *testing.T) {
 		want     *fsmpb.Result
 		wantHead uint64 // session head afterwards
 	}{
-		{appendIf("s1", 1, ev("input", "a")), appendResult("s1", 2, 2), 2},
-		{appendIf("s1", 2, ev("output", "b"), ev("output", "c")), appendResult("s1", 3, 4), 4},
-		{ // stale writer: still thinks the head is 2
-			appendIf("s1", 2, ev("output", "lost")),
-			&fsmpb.Result{Error: &fsmpb.Error{Reason: string(ReasonSeqMismatch), Message: "expected head 2, journal head is 4", HeadSeq: 4}},
-			4,
+		{appendIf("s1", 2, ev("note", "a")), appendResult("s1", 3, 3), 3},
+		{appendIf("s1", 3, ev("note", "b"), ev("checkpoint", "c")), appendResult("s1", 4, 5), 5},
+		{ // stale writer: still thinks the head is 3
+			appendIf("s1", 3, ev("note", "lost")),
+			&fsmpb.Result{Error: &fsmpb.Error{Reason: string(ReasonSeqMismatch), Message: "expected head 3, journal head is 5", HeadSeq: 5}},
+			5,
 		},
 		{ // writer from the future
-			appendIf("s1", 9, ev("output", "lost")),
-			&fsmpb.Result{Error: &fsmpb.Error{Reason: string(ReasonSeqMismatch), Message: "expected head 9, journal head is 4", HeadSeq: 4}},
-			4,
+			appendIf("s1", 9, ev("note", "lost")),
+			&fsmpb.Result{Error: &fsmpb.Error{Reason: string(ReasonSeqMismatch), Message: "expected head 9, journal head is 5", HeadSeq: 5}},
+			5,
 		},
-		{appendEv("s1", ev("note", "unconditional")), appendResult("s1", 5, 5), 5},
-		{appendIf("s1", 5, ev("note", "d")), appendResult("s1", 6, 6), 6},
+		{appendEv("s1", ev("note", "unconditional")), appendResult("s1", 6, 6), 6},
+		{appendIf("s1", 6, ev("note", "d")), appendResult("s1", 7, 7), 7},
 	}
 	for i, st := range script {
 		got := h.apply1(st.cmd)
@@ -202,14 +202,13 @@ func TestCompareAndAppend(t *testing.T) {
 			t.Fatalf("step %d: head %d, want %d", i, s.HeadSeq, st.wantHead)
 		}
 	}
-	h.wantJournal("s1",
-		"1 session.created title s1",
-		"2 input a",
-		"3 output b",
-		"4 output c",
-		"5 note unconditional",
-		"6 note d",
-	)
+	h.wantJournal("s1", withJournal("s1",
+		"3 note a",
+		"4 note b",
+		"5 checkpoint c",
+		"6 note unconditional",
+		"7 note d",
+	)...)
 }
 
 func TestCompareAndAppendWithinOneEntry(t *testing.T) {
@@ -218,13 +217,90 @@ func TestCompareAndAppendWithinOneEntry(t *testing.T) {
 	h := newHarness(t)
 	h.apply1(create("s1"))
 	rs := h.apply(
-		appendIf("s1", 1, ev("input", "winner")),
-		appendIf("s1", 1, ev("input", "loser")),
+		appendIf("s1", 2, ev("note", "winner")),
+		appendIf("s1", 2, ev("note", "loser")),
 	)
 	wantErr(t, rs[0], "")
 	wantErr(t, rs[1], ReasonSeqMismatch)
-	if rs[1].Error.HeadSeq != 2 {
-		t.Fatalf("loser sees head %d, want 2", rs[1].Error.HeadSeq)
+	if rs[1].Error.HeadSeq != 3 {
+		t.Fatalf("loser sees head %d, want 3", rs[1].Error.HeadSeq)
 	}
-	h.wantJournal("s1", "1 session.created title s1", "2 input winner")
+	h.wantJournal("s1", withJournal("s1", "3 note winner")...)
+}
+
+func TestAppendEventsRefusesKindsWithOtherWriters(t *testing.T) {
+	// Each kind has one writer. A client append of a runner or system kind
+	// is refused with INVALID_ARGUMENT and a message that says who writes
+	// it, and nothing is appended.
+	tests := []struct {
+		kind string
+		want string // part of the message
+	}{
+		{KindInput, "input is submitted with Act by the input lease holder"},
+		{KindOutput, `kind "output" is written by the session's runner, fenced by its epoch`},
+		{KindTurnStarted, `kind "turn.started" is written by the session's runner`},
+		{KindTurnCompleted, `kind "turn.completed" is written by the session's runner`},
+		{KindToolCall, `kind "tool.call" is written by the session's runner`},
+		{KindToolResult, `kind "tool.result" is written by the session's runner`},
+		{KindApprovalRequested, `kind "approval.requested" is written by the session's runner`},
+		{KindApprovalAnswered, `kind "approval.answered" is written by fak itself`},
+		{KindSessionCreated, `kind "session.created" is written by fak itself`},
+		{KindSessionStopped, `kind "session.stopped" is written by fak itself`},
+		{KindEpochChanged, `kind "epoch.changed" is written by fak itself`},
+		{KindAttachmentJoined, `kind "attachment.joined" is written by fak itself`},
+		{KindAttachmentLeft, `kind "attachment.left" is written by fak itself`},
+		{KindLeaseTaken, `kind "lease.taken" is written by fak itself`},
+		{KindLeaseReleased, `kind "lease.released" is written by fak itself`},
+		{"bogus", `unknown kind "bogus"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			h := newHarness(t)
+			h.apply1(create("s1"))
+			// The offending event is second: the message names its index.
+			r := h.refused(appendEv("s1", ev("note", "fine"), ev(tt.kind, "x")), ReasonInvalidArgument)
+			wantErrMsg(t, r, ReasonInvalidArgument, "event 1: "+tt.want)
+			if err := ValidateEventInputs([]*fsmpb.EventInput{ev(tt.kind, "x")}); ReasonOf(err) != ReasonInvalidArgument {
+				t.Fatalf("ValidateEventInputs(%s) = %v, want INVALID_ARGUMENT", tt.kind, err)
+			}
+			h.wantJournal("s1", createdJournal("s1")...)
+		})
+	}
+}
+
+func TestKindVocabulary(t *testing.T) {
+	// Every kind has exactly one writer.
+	for kind := range allKinds() {
+		n := 0
+		for _, m := range []map[string]bool{systemKinds, runnerKinds, clientKinds} {
+			if m[kind] {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("kind %q has %d writers, want 1", kind, n)
+		}
+		if AppendableKind(kind) != clientKinds[kind] || RunnerKind(kind) != runnerKinds[kind] {
+			t.Errorf("kind %q: AppendableKind %v, RunnerKind %v", kind, AppendableKind(kind), RunnerKind(kind))
+		}
+	}
+	for _, kind := range []string{KindInput, KindOutput, KindTurnStarted, KindApprovalAnswered} {
+		if AppendableKind(kind) {
+			t.Errorf("AppendableKind(%q) = true", kind)
+		}
+	}
+	if KnownKind("bogus") || AppendableKind("") {
+		t.Error("unknown kinds are known")
+	}
+}
+
+// allKinds is every kind of the vocabulary.
+func allKinds() map[string]bool {
+	all := map[string]bool{}
+	for _, m := range []map[string]bool{systemKinds, runnerKinds, clientKinds} {
+		for k := range m {
+			all[k] = true
+		}
+	}
+	return all
 }

@@ -24,7 +24,7 @@ func benchCmd(n int, id string) *fsmpb.Command {
 		TimeUnixNano: t0 + int64(n)*1000,
 		Body: &fsmpb.Command_AppendEvents{AppendEvents: &fsmpb.AppendEvents{
 			SessionId: id,
-			Events:    []*fsmpb.EventInput{{Kind: "output", Text: benchText}},
+			Events:    []*fsmpb.EventInput{{Kind: KindNote, Text: benchText}},
 		}},
 	}
 }

@@ -33,7 +33,7 @@ func scriptLog(h *harness) []*raft.Log {
 				continue
 			}
 			id := fmt.Sprintf("s%02d", i)
-			c := appendEv(id, ev("output", text), ev("note", fmt.Sprint(round)))
+			c := appendEv(id, ev("note", text), ev("checkpoint", fmt.Sprint(round)))
 			if round%4 == 0 {
 				c = req(fmt.Sprintf("app-%d-%d", round, i), c)
 			}
@@ -41,9 +41,10 @@ func scriptLog(h *harness) []*raft.Log {
 		}
 		// errors of every kind, some of them remembered by request id
 		cmds = append(cmds,
-			appendEv("ghost", ev("input", "x")),
+			appendEv("ghost", ev("note", "x")),
 			req(fmt.Sprintf("bad-%d", round), appendEv("s00", ev("bogus", "x"))),
-			appendIf("s01", 1, ev("input", "stale")),
+			appendEv("s03", ev(KindOutput, "not a client kind")),
+			appendIf("s01", 2, ev("note", "stale")),
 			create("s02"),
 		)
 		add(cmds...)
@@ -51,8 +52,8 @@ func scriptLog(h *harness) []*raft.Log {
 			// retries of earlier requests, with new bodies
 			add(
 				req("create-3", create(fmt.Sprintf("never-%d", round))),
-				req(fmt.Sprintf("app-%d-1", round), appendEv("s05", ev("input", "dup"))),
-				req(fmt.Sprintf("bad-%d", round), appendEv("s00", ev("input", "dup"))),
+				req(fmt.Sprintf("app-%d-1", round), appendEv("s05", ev("note", "dup"))),
+				req(fmt.Sprintf("bad-%d", round), appendEv("s00", ev("note", "dup"))),
 			)
 		}
 		if round == 20 {

@@ -21,7 +21,7 @@ func TestChangedClosesAfterApply(t *testing.T) {
 		t.Fatal("Changed returned a new channel without a change")
 	}
 
-	h.f.ApplyBatch([]*raft.Log{h.entry(create("s1")), h.entry(appendEv("s1", ev("input", "x")))})
+	h.f.ApplyBatch([]*raft.Log{h.entry(create("s1")), h.entry(appendEv("s1", ev("note", "x")))})
 	select {
 	case <-ch:
 	default:
@@ -114,7 +114,7 @@ func TestApplyBatchResponses(t *testing.T) {
 	logs := []*raft.Log{
 		h.entry(create("a"), create("b"), create("a")),
 		h.rawEntry(raft.LogConfiguration, nil),
-		h.entry(appendEv("a", ev("input", "x"))),
+		h.entry(appendEv("a", ev("note", "x"))),
 		h.rawEntry(raft.LogCommand, nil),
 		h.entry(stop("b", "")),
 	}
@@ -140,7 +140,7 @@ func TestApplyBatchResponses(t *testing.T) {
 func TestEncodeBatchRoundTrip(t *testing.T) {
 	cmds := []*fsmpb.Command{
 		req("r1", at(5, create("s1"))),
-		appendIf("s1", 0, ev("input", "x")),
+		appendIf("s1", 0, ev("note", "x")),
 		stop("s1", "why"),
 	}
 	data, err := EncodeBatch(cmds)

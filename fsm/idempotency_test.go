@@ -23,13 +23,14 @@ func TestRequestIDReturnsOriginalResult(t *testing.T) {
 	}{
 		{"create, same body", create("new"), create("new"), ""},
 		{"create, other body", create("new"), create("other"), ""},
-		{"append, same body", appendEv("s1", ev("input", "once")), appendEv("s1", ev("input", "once")), ""},
-		{"append, other session", appendEv("s1", ev("input", "once")), appendEv("s2", ev("input", "x")), ""},
-		{"append, other command type", appendEv("s1", ev("input", "once")), stop("s1", ""), ""},
+		{"append, same body", appendEv("s1", ev("note", "once")), appendEv("s1", ev("note", "once")), ""},
+		{"append, other session", appendEv("s1", ev("note", "once")), appendEv("s2", ev("note", "x")), ""},
+		{"append, other command type", appendEv("s1", ev("note", "once")), stop("s1", ""), ""},
 		{"stop", stop("s1", "DONE"), stop("s1", "OTHER"), ""},
-		{"error: not found stays not found", appendEv("later", ev("input", "x")), appendEv("later", ev("input", "x")), ReasonNotFound},
-		{"error: seq mismatch keeps its head", appendIf("s1", 7, ev("input", "x")), appendIf("s1", 2, ev("input", "x")), ReasonSeqMismatch},
-		{"error: invalid stays invalid", appendEv("s1", ev("bogus", "x")), appendEv("s1", ev("input", "fixed")), ReasonInvalidArgument},
+		{"error: not found stays not found", appendEv("later", ev("note", "x")), appendEv("later", ev("note", "x")), ReasonNotFound},
+		{"error: seq mismatch keeps its head", appendIf("s1", 7, ev("note", "x")), appendIf("s1", 2, ev("note", "x")), ReasonSeqMismatch},
+		{"error: invalid stays invalid", appendEv("s1", ev("bogus", "x")), appendEv("s1", ev("note", "fixed")), ReasonInvalidArgument},
+		{"error: runner kind stays invalid", appendEv("s1", ev(KindOutput, "x")), appendEv("s1", ev("note", "fixed")), ReasonInvalidArgument},
 		{"error: already exists", create("s1"), create("fresh"), ReasonAlreadyExists},
 	}
 	for _, tt := range tests {
@@ -62,25 +63,25 @@ func TestRequestIDWithinOneEntry(t *testing.T) {
 	h := newHarness(t)
 	h.apply1(create("s1"))
 	rs := h.apply(
-		req("r", appendEv("s1", ev("input", "a"))),
-		req("r", appendEv("s1", ev("input", "b"))),
+		req("r", appendEv("s1", ev("note", "a"))),
+		req("r", appendEv("s1", ev("note", "b"))),
 	)
-	if !proto.Equal(rs[0], rs[1]) || !proto.Equal(rs[0], appendResult("s1", 2, 2)) {
-		t.Fatalf("results %v, %v; want both %v", rs[0], rs[1], appendResult("s1", 2, 2))
+	if !proto.Equal(rs[0], rs[1]) || !proto.Equal(rs[0], appendResult("s1", 3, 3)) {
+		t.Fatalf("results %v, %v; want both %v", rs[0], rs[1], appendResult("s1", 3, 3))
 	}
-	h.wantJournal("s1", "1 session.created title s1", "2 input a")
+	h.wantJournal("s1", withJournal("s1", "3 note a")...)
 }
 
 func TestNoRequestIDIsNotDeduplicated(t *testing.T) {
 	h := newHarness(t)
 	h.apply1(create("s1"))
-	c := appendEv("s1", ev("input", "again"))
+	c := appendEv("s1", ev("note", "again"))
 	r1 := h.apply1(proto.Clone(c).(*fsmpb.Command))
 	r2 := h.apply1(proto.Clone(c).(*fsmpb.Command))
-	if !proto.Equal(r1, appendResult("s1", 2, 2)) || !proto.Equal(r2, appendResult("s1", 3, 3)) {
-		t.Fatalf("results %v, %v; want seqs 2 and 3", r1, r2)
+	if !proto.Equal(r1, appendResult("s1", 3, 3)) || !proto.Equal(r2, appendResult("s1", 4, 4)) {
+		t.Fatalf("results %v, %v; want seqs 3 and 4", r1, r2)
 	}
-	h.wantJournal("s1", "1 session.created title s1", "2 input again", "3 input again")
+	h.wantJournal("s1", withJournal("s1", "3 note again", "4 note again")...)
 }
 
 func TestRequestIDsAreGlobal(t *testing.T) {
@@ -88,12 +89,12 @@ func TestRequestIDsAreGlobal(t *testing.T) {
 	// session returns the first result.
 	h := newHarness(t)
 	h.apply(create("a"), create("b"))
-	r1 := h.apply1(req("r", appendEv("a", ev("input", "x"))))
-	r2 := h.apply1(req("r", appendEv("b", ev("input", "y"))))
+	r1 := h.apply1(req("r", appendEv("a", ev("note", "x"))))
+	r2 := h.apply1(req("r", appendEv("b", ev("note", "y"))))
 	if !proto.Equal(r1, r2) {
 		t.Fatalf("second use of request id: %v, want %v", r2, r1)
 	}
-	h.wantJournal("b", "1 session.created title b")
+	h.wantJournal("b", createdJournal("b")...)
 }
 
 func TestDedupWindow(t *testing.T) {
@@ -145,7 +146,7 @@ func TestDedupWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.apply1(at(t0-1, create("s1")))
-			orig := h.apply1(at(t0, req("r", appendEv("s1", ev("input", "original")))))
+			orig := h.apply1(at(t0, req("r", appendEv("s1", ev("note", "original")))))
 			wantErr(t, orig, "")
 			for _, e := range tt.entries {
 				h.apply(e...)
@@ -154,17 +155,17 @@ func TestDedupWindow(t *testing.T) {
 			if tt.sameEntry {
 				rs := h.apply(
 					at(tt.retryAt, appendEv("s1", ev("note", "tick"))),
-					at(tt.retryAt, req("r", appendEv("s1", ev("input", "retry")))),
+					at(tt.retryAt, req("r", appendEv("s1", ev("note", "retry")))),
 				)
 				retry = rs[1]
 			} else {
-				retry = h.apply1(at(tt.retryAt, req("r", appendEv("s1", ev("input", "retry")))))
+				retry = h.apply1(at(tt.retryAt, req("r", appendEv("s1", ev("note", "retry")))))
 			}
 			if !tt.anew {
 				if !proto.Equal(retry, orig) {
 					t.Fatalf("retry = %v, want the original %v", retry, orig)
 				}
-				if j := h.journal("s1"); j[len(j)-1] != "2 input original" {
+				if j := h.journal("s1"); j[len(j)-1] != "3 note original" {
 					t.Fatalf("retry appended: %q", j)
 				}
 				return
@@ -174,11 +175,11 @@ func TestDedupWindow(t *testing.T) {
 			}
 			wantErr(t, retry, "")
 			j := h.journal("s1")
-			if last := j[len(j)-1]; !strings.HasSuffix(last, " input retry") {
+			if last := j[len(j)-1]; !strings.HasSuffix(last, " note retry") {
 				t.Fatalf("journal does not end with the retry: %q", j)
 			}
 			// Once applied anew, the request id is remembered again.
-			again := h.apply1(at(tt.retryAt, req("r", appendEv("s1", ev("input", "third")))))
+			again := h.apply1(at(tt.retryAt, req("r", appendEv("s1", ev("note", "third")))))
 			if !proto.Equal(again, retry) {
 				t.Fatalf("third attempt = %v, want the second result %v", again, retry)
 			}
@@ -238,7 +239,7 @@ func TestRequestIDTooLong(t *testing.T) {
 		h := newHarness(t)
 		h.apply1(create("s1"))
 		before := h.state()
-		r := h.apply1(req(strings.Repeat("r", n), appendEv("s1", ev("input", "x"))))
+		r := h.apply1(req(strings.Repeat("r", n), appendEv("s1", ev("note", "x"))))
 		wantErr(t, r, ReasonInvalidArgument)
 		if after := h.state(); after != before {
 			t.Fatalf("len %d: refused command changed the state", n)
@@ -247,9 +248,9 @@ func TestRequestIDTooLong(t *testing.T) {
 	h := newHarness(t)
 	h.apply1(create("s1"))
 	long := strings.Repeat("r", MaxRequestIDBytes)
-	first := h.apply1(req(long, appendEv("s1", ev("input", "x"))))
+	first := h.apply1(req(long, appendEv("s1", ev("note", "x"))))
 	wantErr(t, first, "")
-	if again := h.apply1(req(long, appendEv("s1", ev("input", "x")))); !proto.Equal(again, first) {
+	if again := h.apply1(req(long, appendEv("s1", ev("note", "x")))); !proto.Equal(again, first) {
 		t.Fatalf("request id at the limit not deduplicated: %v", again)
 	}
 }

@@ -11,7 +11,7 @@ import (
 func TestEventsPaging(t *testing.T) {
 	h := newHarness(t)
 	h.apply(create("s1"), create("s10"), create("s2"))
-	for i := 2; i <= 10; i++ {
+	for i := 3; i <= 10; i++ { // after session.created and epoch.changed
 		h.apply(appendEv("s1", ev("note", fmt.Sprint(i))), appendEv("s10", ev("note", "other")))
 	}
 	tests := []struct {
@@ -49,8 +49,8 @@ func TestEventsPaging(t *testing.T) {
 	}
 
 	// A session whose id is a prefix of another's sees only its own events.
-	if evs, head, _ := h.f.Events("s2", 1, 100); len(evs) != 1 || head != 1 {
-		t.Fatalf("Events(s2) = %d events, head %d; want 1, 1", len(evs), head)
+	if evs, head, _ := h.f.Events("s2", 1, 100); len(evs) != 2 || head != 2 {
+		t.Fatalf("Events(s2) = %d events, head %d; want 2, 2", len(evs), head)
 	}
 }
 
@@ -139,20 +139,23 @@ func sessionIDs(ss []*fsmpb.Session) []string {
 func TestEventsPagingInsideBatchedAppends(t *testing.T) {
 	h := newHarness(t)
 	h.apply(create("a"), create("ab"))
-	h.apply(appendEv("a", ev("note", "2"), ev("note", "3"), ev("note", "4"), ev("note", "5")))
+	// a: [1 2] [3 4 5 6] [7 8 9]; ab: [1 2] [3 4]
+	h.apply(appendEv("a", ev("note", "3"), ev("note", "4"), ev("note", "5"), ev("note", "6")))
 	h.apply(appendEv("ab", ev("note", "x"), ev("note", "y")))
-	h.apply(appendEv("a", ev("note", "6"), ev("note", "7"), ev("note", "8")))
+	h.apply(appendEv("a", ev("note", "7"), ev("note", "8"), ev("note", "9")))
 	tests := []struct {
 		from     uint64
 		limit    int
 		wantSeqs []uint64
 	}{
-		{1, 100, []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
-		{3, 2, []uint64{3, 4}},
-		{4, 3, []uint64{4, 5, 6}},
-		{7, 10, []uint64{7, 8}},
-		{8, 10, []uint64{8}},
-		{9, 10, nil},
+		{1, 100, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{2, 1, []uint64{2}},
+		{2, 2, []uint64{2, 3}},
+		{4, 2, []uint64{4, 5}},
+		{5, 3, []uint64{5, 6, 7}},
+		{8, 10, []uint64{8, 9}},
+		{9, 10, []uint64{9}},
+		{10, 10, nil},
 	}
 	for _, tt := range tests {
 		evs, _, err := h.f.Events("a", tt.from, tt.limit)
@@ -170,7 +173,7 @@ func TestEventsPagingInsideBatchedAppends(t *testing.T) {
 			t.Fatalf("Events(a, %d, %d) = %v, want %v", tt.from, tt.limit, seqs, tt.wantSeqs)
 		}
 	}
-	if evs, _, _ := h.f.Events("ab", 2, 10); len(evs) != 2 || evs[0].Text != "x" || evs[1].Seq != 3 {
-		t.Fatalf("Events(ab, 2) = %v", evs)
+	if evs, _, _ := h.f.Events("ab", 3, 10); len(evs) != 2 || evs[0].Text != "x" || evs[1].Seq != 4 {
+		t.Fatalf("Events(ab, 3) = %v", evs)
 	}
 }

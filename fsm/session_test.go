@@ -21,7 +21,9 @@ func TestCreateSession(t *testing.T) {
 		State:           fsmpb.SessionState_SESSION_STATE_ACTIVE,
 		CreatedUnixNano: t0 + 42,
 		UpdatedUnixNano: t0 + 42,
-		HeadSeq:         1,
+		HeadSeq:         2, // session.created, epoch.changed
+		Epoch:           1,
+		Placement:       &fsmpb.Placement{RuntimeAdapter: DefaultRuntimeAdapter},
 	}
 	if !proto.Equal(r.GetSession(), want) {
 		t.Fatalf("result session = %v, want %v", r.GetSession(), want)
@@ -31,12 +33,36 @@ func TestCreateSession(t *testing.T) {
 	}
 
 	evs, head, err := h.f.Events("s1", 0, 10)
-	if err != nil || head != 1 || len(evs) != 1 {
-		t.Fatalf("Events = %v, head %d, err %v; want one event, head 1", evs, head, err)
+	if err != nil || head != 2 || len(evs) != 2 {
+		t.Fatalf("Events = %v, head %d, err %v; want two events, head 2", evs, head, err)
 	}
-	wantEv := &fsmpb.Event{SessionId: "s1", Seq: 1, Kind: KindSessionCreated, TimeUnixNano: t0 + 42, Text: "fix the build"}
-	if !proto.Equal(evs[0], wantEv) {
-		t.Fatalf("created event = %v, want %v", evs[0], wantEv)
+	wantEvs := []*fsmpb.Event{
+		{SessionId: "s1", Seq: 1, Kind: KindSessionCreated, TimeUnixNano: t0 + 42, Text: "fix the build"},
+		{SessionId: "s1", Seq: 2, Kind: KindEpochChanged, TimeUnixNano: t0 + 42, Text: "epoch 1: echo",
+			Data: []byte(`{"epoch":1,"placement":{"runtime_adapter":"echo"}}`)},
+	}
+	for i := range wantEvs {
+		if !proto.Equal(evs[i], wantEvs[i]) {
+			t.Fatalf("event %d = %v, want %v", i+1, evs[i], wantEvs[i])
+		}
+	}
+}
+
+func TestCreateSessionPlacement(t *testing.T) {
+	// The placement of epoch 1 is stored on the session and stated by the
+	// epoch.changed event.
+	h := newHarness(t)
+	c := create("s1")
+	p := &fsmpb.Placement{RuntimeAdapter: "claude", Provider: "anthropic", AccountRef: "team", Model: "opus", Node: "n2"}
+	c.GetCreateSession().Placement = proto.Clone(p).(*fsmpb.Placement)
+	wantErr(t, h.apply1(c), "")
+	if s := h.session("s1"); !proto.Equal(s.Placement, p) || s.Epoch != 1 {
+		t.Fatalf("session epoch %d placement %v, want 1, %v", s.Epoch, s.Placement, p)
+	}
+	h.wantJournal("s1", "1 session.created title s1", "2 epoch.changed epoch 1: claude opus on n2")
+	want := `{"epoch":1,"placement":{"runtime_adapter":"claude","provider":"anthropic","account_ref":"team","model":"opus","node":"n2"}}`
+	if got := string(h.event("s1", 2).Data); got != want {
+		t.Fatalf("epoch.changed data = %s, want %s", got, want)
 	}
 }
 
@@ -53,6 +79,11 @@ func TestCreateSessionErrorsChangeNothing(t *testing.T) {
 		{"id with NUL", create("a\x00b"), ReasonInvalidArgument},
 		{"title too long", createFull("new", strings.Repeat("t", MaxTitleBytes+1), ""), ReasonInvalidArgument},
 		{"objective too long", createFull("new", "", strings.Repeat("o", MaxObjectiveBytes+1)), ReasonInvalidArgument},
+		{"placement field too long", func() *fsmpb.Command {
+			c := create("new")
+			c.GetCreateSession().Placement = &fsmpb.Placement{Model: strings.Repeat("m", MaxPlacementFieldBytes+1)}
+			return c
+		}(), ReasonInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,8 +108,8 @@ func TestCreateSessionLimitsAreInclusive(t *testing.T) {
 	id := strings.Repeat("x", MaxSessionIDBytes)
 	r := h.apply1(createFull(id, strings.Repeat("t", MaxTitleBytes), strings.Repeat("o", MaxObjectiveBytes)))
 	wantErr(t, r, "")
-	if got := h.session(id); got.HeadSeq != 1 {
-		t.Fatalf("head = %d, want 1", got.HeadSeq)
+	if got := h.session(id); got.HeadSeq != 2 {
+		t.Fatalf("head = %d, want 2", got.HeadSeq)
 	}
 }
 
@@ -95,7 +126,7 @@ func TestStopSession(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.apply1(at(t0+1, create("s1")))
-			h.apply1(at(t0+2, appendEv("s1", ev("input", "hi"))))
+			h.apply1(at(t0+2, appendEv("s1", ev("note", "hi"))))
 
 			r := h.apply1(at(t0+3, stop("s1", tt.reason)))
 			wantErr(t, r, "")
@@ -106,7 +137,9 @@ func TestStopSession(t *testing.T) {
 				StopReason:      tt.wantReason,
 				CreatedUnixNano: t0 + 1,
 				UpdatedUnixNano: t0 + 3,
-				HeadSeq:         3,
+				HeadSeq:         4,
+				Epoch:           1,
+				Placement:       &fsmpb.Placement{RuntimeAdapter: DefaultRuntimeAdapter},
 			}
 			if !proto.Equal(r.GetSession(), want) {
 				t.Fatalf("stop result = %v, want %v", r.GetSession(), want)
@@ -114,12 +147,11 @@ func TestStopSession(t *testing.T) {
 			if got := h.session("s1"); !proto.Equal(got, want) {
 				t.Fatalf("stored session = %v, want %v", got, want)
 			}
-			h.wantJournal("s1",
-				"1 session.created title s1",
-				"2 input hi",
-				"3 session.stopped "+tt.wantReason,
-			)
-			evs, _, _ := h.f.Events("s1", 3, 1)
+			h.wantJournal("s1", withJournal("s1",
+				"3 note hi",
+				"4 session.stopped "+tt.wantReason,
+			)...)
+			evs, _, _ := h.f.Events("s1", 4, 1)
 			if evs[0].TimeUnixNano != t0+3 {
 				t.Fatalf("stopped event time = %d, want %d", evs[0].TimeUnixNano, t0+3)
 			}

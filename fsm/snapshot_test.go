@@ -54,7 +54,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 
 	dst := newHarness(t)
 	// The destination has state of its own, which Restore must replace.
-	dst.apply(create("local-only"), appendEv("local-only", ev("input", "x")))
+	dst.apply(create("local-only"), appendEv("local-only", ev("note", "x")))
 
 	if err := restoreBytes(dst.f, snapshotBytes(t, src.f)); err != nil {
 		t.Fatalf("Restore: %v", err)
@@ -76,9 +76,9 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	// the dedup table carried by the snapshot.
 	more := []*raft.Log{
 		src.entry(req("create-3", create("never-again"))),            // remembered
-		src.entry(appendEv("s00", ev("input", "after restore"))),     //
+		src.entry(appendEv("s00", ev("note", "after restore"))),      //
 		src.entry(create("new-after-restore")),                       //
-		src.entry(appendIf("s01", 0, ev("input", "stale"))),          // mismatch
+		src.entry(appendIf("s01", 0, ev("note", "stale"))),           // mismatch
 		src.entry(at(src.clock+2*DedupWindow, stop("s00", "LATER"))), // prunes
 	}
 	applyAll(t, more, src.f, dst.f)
@@ -97,14 +97,14 @@ func TestSnapshotIsPointInTime(t *testing.T) {
 	// Persist streams the state as of Snapshot, even if entries are applied
 	// before it runs (raft persists concurrently with Apply).
 	h := newHarness(t)
-	h.apply(create("s1"), appendEv("s1", ev("input", "before")))
+	h.apply(create("s1"), appendEv("s1", ev("note", "before")))
 	wantView, wantIndex := view(t, h.f), h.f.AppliedIndex()
 
 	snap, err := h.f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.apply(appendEv("s1", ev("input", "after")), create("s2"))
+	h.apply(appendEv("s1", ev("note", "after")), create("s2"))
 	var sink memSink
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestSnapshotIsPointInTime(t *testing.T) {
 func TestRestoreRejectsGarbage(t *testing.T) {
 	good := func() []byte {
 		h := newHarness(t)
-		h.apply(create("x"), appendEv("x", ev("input", strings.Repeat("y", 10000))))
+		h.apply(create("x"), appendEv("x", ev("note", strings.Repeat("y", 10000))))
 		return snapshotBytes(t, h.f)
 	}()
 	tests := []struct {
@@ -156,7 +156,7 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			h.apply(create("keep"), appendEv("keep", ev("input", "me")))
+			h.apply(create("keep"), appendEv("keep", ev("note", "me")))
 			before, beforeView, index := dump(t, h.f, true), view(t, h.f), h.f.AppliedIndex()
 
 			if err := restoreBytes(h.f, tt.data); err == nil {
@@ -169,8 +169,8 @@ func TestRestoreRejectsGarbage(t *testing.T) {
 				t.Fatalf("failed restore changed what clients see")
 			}
 			// Still usable.
-			wantErr(t, h.apply1(appendEv("keep", ev("output", "still here"))), "")
-			h.wantJournal("keep", "1 session.created title keep", "2 input me", "3 output still here")
+			wantErr(t, h.apply1(appendEv("keep", ev("note", "still here"))), "")
+			h.wantJournal("keep", withJournal("keep", "3 note me", "4 note still here")...)
 			matches, _ := filepath.Glob(filepath.Join(filepath.Dir(h.f.path), "*"))
 			if len(matches) != 1 {
 				t.Fatalf("files left beside the database: %v", matches)

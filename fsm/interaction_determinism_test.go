@@ -1,0 +1,370 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// mixGen writes a seeded random log of attachment, lease, input, approval
+// and runner commands. Each entry is drawn against the state the log has
+// produced so far (it is applied to gen as it is written), so that most
+// commands are plausible and the log reaches deep turn states, while a
+// share of them are wrong in every way a client or runner can be wrong.
+type mixGen struct {
+	t        *testing.T
+	r        *rand.Rand
+	gen      *harness
+	log      []*raft.Log
+	results  [][]*fsmpb.Result
+	now      int64
+	sessions []string
+	reqs     []string // request ids used so far
+}
+
+const mixAttachments = 6
+
+func newMixGen(t *testing.T, seed uint64) *mixGen {
+	g := &mixGen{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), gen: newHarness(t), now: t0}
+	var cmds []*fsmpb.Command
+	for i := range 4 {
+		id := fmt.Sprintf("s%d", i)
+		g.sessions = append(g.sessions, id)
+		c := create(id)
+		c.GetCreateSession().Placement = &fsmpb.Placement{Model: fmt.Sprintf("m%d", i%2), Node: fmt.Sprintf("n%d", i%3)}
+		cmds = append(cmds, c)
+	}
+	g.add(cmds...)
+	return g
+}
+
+// add appends one entry stamped g.now and applies it to gen.
+func (g *mixGen) add(cmds ...*fsmpb.Command) []*fsmpb.Result {
+	for _, c := range cmds {
+		c.TimeUnixNano = g.now
+	}
+	l := g.gen.entry(cmds...)
+	rs := results(g.t, g.gen.f.Apply(l))
+	g.log = append(g.log, l)
+	g.results = append(g.results, rs)
+	return rs
+}
+
+func (g *mixGen) pick(n int) int { return g.r.IntN(n) }
+
+func (g *mixGen) attachment() string { return fmt.Sprintf("a%d", g.pick(mixAttachments)) }
+
+func (g *mixGen) ttl() int64 {
+	if g.pick(40) == 0 {
+		return int64(g.pick(2)) * MaxTTL * 2 // 0 or too long: INVALID_ARGUMENT
+	}
+	return MinTTL + g.r.Int64N(30*sec)
+}
+
+// holder is the lease holder of id now, or a random attachment.
+func (g *mixGen) holder(s *fsmpb.Session) string {
+	if h := LeaseHolder(s, g.now); h != "" && g.pick(5) != 0 {
+		return h
+	}
+	return g.attachment()
+}
+
+func (g *mixGen) epoch() uint64 {
+	if g.pick(15) == 0 {
+		return uint64(g.pick(3)) * 2 // 0 or 2: STALE_EPOCH
+	}
+	return 1
+}
+
+var runnerKindList = []string{KindTurnStarted, KindOutput, KindTurnCompleted, KindToolCall, KindToolResult, KindApprovalRequested}
+
+// runnerEvents is what a runner would write next, or (sometimes) nonsense.
+func (g *mixGen) runnerEvents(s *fsmpb.Session) []*fsmpb.EventInput {
+	if g.pick(4) == 0 {
+		var evs []*fsmpb.EventInput
+		for range 1 + g.pick(3) {
+			evs = append(evs, ev(runnerKindList[g.pick(len(runnerKindList))], "any"))
+		}
+		return evs
+	}
+	switch {
+	case s.TurnInputSeq == 0:
+		return []*fsmpb.EventInput{ev(KindTurnStarted, ""), ev(KindOutput, "thinking")}
+	case s.PendingApprovalSeq != 0:
+		return []*fsmpb.EventInput{ev(KindToolResult, "ran")} // TURN_ORDER until answered
+	}
+	switch g.pick(3) {
+	case 0:
+		return []*fsmpb.EventInput{ev(KindToolCall, "ls"), ev(KindApprovalRequested, "may I?")}
+	case 1:
+		return []*fsmpb.EventInput{ev(KindOutput, "chunk"), ev(KindOutput, "chunk")}
+	}
+	return []*fsmpb.EventInput{ev(KindOutput, "bye"), ev(KindTurnCompleted, "")}
+}
+
+// command draws one command against the current state of gen.
+func (g *mixGen) command() *fsmpb.Command {
+	id := g.sessions[g.pick(len(g.sessions))]
+	s := g.gen.session(id)
+	var c *fsmpb.Command
+	switch g.pick(12) {
+	case 0:
+		c = attachCmd(id, g.attachment(), []string{"terminal", "browser", "hook"}[g.pick(3)], "c", g.ttl())
+	case 1:
+		c = keepAlive(id, g.attachment(), g.ttl())
+	case 2:
+		c = detach(id, g.attachment(), []string{"", DetachExpired, DetachExpired}[g.pick(3)])
+	case 3:
+		c = takeLease(id, g.attachment(), g.pick(2) == 0, g.ttl())
+	case 4:
+		c = renewLease(id, g.holder(s), g.ttl())
+	case 5:
+		if g.pick(2) == 0 {
+			c = releaseLease(id, "", LeaseExpired) // the reaper
+		} else {
+			c = releaseLease(id, g.holder(s), "")
+		}
+	case 6, 7:
+		c = submitInput(id, g.holder(s), g.epoch(), fmt.Sprintf("input %d", len(g.log)))
+	case 8:
+		seq := s.PendingApprovalSeq
+		if seq == 0 || g.pick(5) == 0 {
+			seq = uint64(g.pick(int(s.HeadSeq) + 1))
+		}
+		c = answerApproval(id, g.attachment(), seq, g.pick(3) != 0, "")
+	case 9, 10:
+		c = runnerAppend(id, g.epoch(), g.runnerEvents(s)...)
+	default:
+		switch g.pick(30) {
+		case 0:
+			c = stop(id, "")
+		case 1:
+			c = appendEv(id, ev(KindOutput, "not mine"))
+		default:
+			c = appendEv(id, ev(KindNote, "n"))
+		}
+	}
+	switch {
+	case len(g.reqs) > 0 && g.pick(20) == 0: // a retry, perhaps with another body
+		c.RequestId = g.reqs[g.pick(len(g.reqs))]
+	case g.pick(4) == 0:
+		c.RequestId = fmt.Sprintf("r%d", len(g.reqs))
+		g.reqs = append(g.reqs, c.RequestId)
+	}
+	return c
+}
+
+// mixLog is the seeded log: n entries of 1-6 commands, time advancing by
+// up to 4 s an entry so that attachments and leases (1-31 s) lapse.
+func mixLog(t *testing.T, seed uint64, n int) *mixGen {
+	g := newMixGen(t, seed)
+	for range n {
+		g.now += g.r.Int64N(4 * sec)
+		cmds := make([]*fsmpb.Command, 1+g.pick(6))
+		for i := range cmds {
+			cmds[i] = g.command()
+		}
+		g.add(cmds...)
+	}
+	return g
+}
+
+// replayResults is replay that also returns every entry's results.
+func replayResults(t *testing.T, log []*raft.Log, sizes ...int) (*FSM, [][]*fsmpb.Result) {
+	t.Helper()
+	f := newHarness(t).f
+	var out [][]*fsmpb.Result
+	for i, n := 0, 0; i < len(log); n++ {
+		end := min(i+sizes[n%len(sizes)], len(log))
+		for _, v := range f.ApplyBatch(log[i:end]) {
+			out = append(out, results(t, v))
+		}
+		i = end
+	}
+	return f, out
+}
+
+func equalResults(t *testing.T, got, want [][]*fsmpb.Result) {
+	t.Helper()
+	for i := range want {
+		for j := range want[i] {
+			if !proto.Equal(got[i][j], want[i][j]) {
+				t.Fatalf("entry %d command %d: result %v, want %v", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
+
+func TestInteractionMixIsDeterministic(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			g := mixLog(t, seed, 400)
+			want := dump(t, g.gen.f, true)
+			for _, sizes := range [][]int{{1}, {len(g.log)}, {64}, {1, 3, 7, 2}} {
+				a, ra := replayResults(t, g.log, sizes...)
+				b, rb := replayResults(t, g.log, sizes...)
+				equalResults(t, ra, g.results)
+				equalResults(t, rb, g.results)
+				// Same content, key for key and byte for byte. The files
+				// themselves may differ in page layout (see
+				// TestDeterministicSnapshots).
+				sa, sb := snapshotBytes(t, a), snapshotBytes(t, b)
+				ca, cb := snapshotContent(t, sa), snapshotContent(t, sb)
+				if ca != cb {
+					t.Fatalf("batch sizes %v: two replicas' snapshots differ:\n%s", sizes, firstDiff(ca, cb))
+				}
+				if ca != want {
+					t.Fatalf("batch sizes %v: snapshot differs from the generator's state:\n%s", sizes, firstDiff(ca, want))
+				}
+				t.Logf("batch sizes %v: snapshot files identical: %v", sizes, bytes.Equal(sa, sb))
+			}
+		})
+	}
+}
+
+func TestInteractionMixCoverage(t *testing.T) {
+	// The mix must reach the paths it claims to, or its determinism proves
+	// little.
+	g := mixLog(t, 1, 400)
+	reasons := map[Reason]int{}
+	noOps := 0
+	for _, rs := range g.results {
+		for _, r := range rs {
+			reasons[ReasonOf(ResultError(r))]++
+			if r.NoOp {
+				noOps++
+			}
+		}
+	}
+	t.Logf("reasons %v, no-ops %d", reasons, noOps)
+	for _, reason := range []Reason{"", ReasonInvalidArgument, ReasonAlreadyExists, ReasonAttachmentNotFound,
+		ReasonLeaseHeld, ReasonLeaseNotHeld, ReasonStaleEpoch, ReasonTurnOrder, ReasonNoPendingApproval} {
+		if reasons[reason] == 0 {
+			t.Errorf("mix never produced reason %q", reason)
+		}
+	}
+	if noOps == 0 {
+		t.Error("mix never produced a no-op")
+	}
+	kinds := map[string]int{}
+	var turns uint64
+	steals, reaped := 0, map[string]int{}
+	for _, id := range g.sessions {
+		turns += g.gen.session(id).TurnsCompleted
+		evs, _, _ := g.gen.f.Events(id, 1, 1<<20)
+		for _, e := range evs {
+			kinds[e.Kind]++
+			switch {
+			case e.Kind == KindLeaseTaken && bytes.Contains(e.Data, []byte(`"stolen_from"`)):
+				steals++
+			case (e.Kind == KindLeaseReleased || e.Kind == KindAttachmentLeft) && bytes.Contains(e.Data, []byte(`"reason":"expired"`)):
+				reaped[e.Kind]++
+			}
+		}
+	}
+	if steals == 0 || reaped[KindLeaseReleased] == 0 || reaped[KindAttachmentLeft] == 0 {
+		t.Errorf("mix stole %d leases, reaped %v; want some of each", steals, reaped)
+	}
+	t.Logf("kinds %v, turns completed %d", kinds, turns)
+	for kind := range allKinds() {
+		if kinds[kind] == 0 && !clientKinds[kind] && kind != KindSessionStopped {
+			t.Errorf("mix never wrote a %s event", kind)
+		}
+	}
+	if turns == 0 {
+		t.Error("mix never completed a turn")
+	}
+}
+
+func TestSnapshotRestorePreservesAttachmentsAndLeases(t *testing.T) {
+	g := mixLog(t, 7, 200)
+	// End on a known live attachment holding a live lease, whatever the
+	// mix left behind.
+	g.now += sec
+	for _, r := range g.add(
+		create("kept"),
+		attachCmd("kept", "keep", "terminal", "kept", MaxTTL),
+		attachCmd("kept", "a0", "browser", "other", MaxTTL),
+		takeLease("kept", "keep", false, MaxTTL),
+	) {
+		wantErr(t, r, "")
+	}
+	sessions := append(g.sessions, "kept")
+	src := g.gen
+
+	dst := newHarness(t)
+	interactive(t, dst, "local-only") // state Restore must replace
+	if err := restoreBytes(dst.f, snapshotBytes(t, src.f)); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if got, want := dump(t, dst.f, true), dump(t, src.f, true); got != want {
+		t.Fatalf("restored database differs:\n%s", firstDiff(got, want))
+	}
+	if _, err := dst.f.Session("local-only"); ReasonOf(err) != ReasonNotFound {
+		t.Fatalf("pre-restore session survived: %v", err)
+	}
+	if dst.attachment("local-only", "a1") != nil {
+		t.Fatal("pre-restore attachment survived")
+	}
+	live := 0
+	for _, id := range sessions {
+		s, d := src.session(id), dst.session(id)
+		if !proto.Equal(s, d) {
+			t.Fatalf("session %s restored as %v, want %v", id, d, s)
+		}
+		if LeaseHolder(d, g.now) != "" {
+			live++
+		}
+		for _, a := range []string{"a0", "a1", "a2", "a3", "a4", "a5", "keep"} {
+			if !proto.Equal(src.attachment(id, a), dst.attachment(id, a)) {
+				t.Fatalf("attachment %s/%s restored as %v, want %v", id, a, dst.attachment(id, a), src.attachment(id, a))
+			}
+		}
+	}
+	if live == 0 {
+		t.Fatal("no live lease at snapshot time; the round trip proved nothing")
+	}
+
+	// Both replicas go on from the same log and agree on who holds what.
+	g.now += sec
+	later := g.now + MaxTTL - 1 // the lease has lapsed, the kept-alive attachment not
+	more := []*raft.Log{
+		src.entry(at(g.now, takeLease("kept", "a0", false, 10*sec))),   // held by keep
+		src.entry(at(g.now, submitInput("kept", "keep", 1, "after"))),  // the holder's input
+		src.entry(at(g.now, keepAlive("kept", "keep", MaxTTL))),        // attachment restored
+		src.entry(at(later, releaseLease("kept", "", LeaseExpired))),   // lapsed lease reaped
+		src.entry(at(later, detach("kept", "keep", DetachExpired))),    // still alive: no-op
+		src.entry(at(later, takeLease("kept", "a0", false, 10*sec))),   // free again
+		src.entry(at(later, submitInput("kept", "keep", 1, "robbed"))), // not the holder now
+	}
+	var outs [2][]interface{}
+	for i, f := range []*FSM{src.f, dst.f} {
+		outs[i] = f.ApplyBatch(more)
+	}
+	for i := range more {
+		a, b := results(t, outs[0][i]), results(t, outs[1][i])
+		if !proto.Equal(a[0], b[0]) {
+			t.Fatalf("entry %d after restore: %v on the source, %v on the restored replica", i, a[0], b[0])
+		}
+	}
+	got := func(i int) *fsmpb.Result { return results(t, outs[1][i])[0] }
+	wantErrMsg(t, got(0), ReasonLeaseHeld, "attachment keep")
+	wantErr(t, got(1), "")
+	wantErr(t, got(2), "")
+	wantErr(t, got(3), "")
+	wantNoOp(t, got(4))
+	wantErr(t, got(5), "")
+	wantErrMsg(t, got(6), ReasonLeaseNotHeld, "attachment a0")
+	if s := dst.session("kept"); LeaseHolder(s, later) != "a0" || len(s.QueuedInputs) != 1 {
+		t.Fatalf("after restore and more: lease %v queued %v", s.Lease, s.QueuedInputs)
+	}
+	if got, want := dump(t, dst.f, true), dump(t, src.f, true); got != want {
+		t.Fatalf("replicas diverged after restore:\n%s", firstDiff(got, want))
+	}
+}
