@@ -32,7 +32,7 @@ func BenchmarkClusterApply(b *testing.B) {
 		res, err := leader.Apply(context.Background(), &fsmpb.Command{
 			RequestId: fmt.Sprint("r", i),
 			Body: &fsmpb.Command_AppendEvents{AppendEvents: &fsmpb.AppendEvents{
-				SessionId: "s1", Events: []*fsmpb.EventInput{{Kind: "output", Text: text}},
+				SessionId: "s1", Events: []*fsmpb.EventInput{{Kind: "note", Text: text}},
 			}},
 		})
 		if err != nil || res.Error != nil {

@@ -51,7 +51,7 @@ func TestCluster_BadInputIsRejectedAndNothingCommitted(t *testing.T) {
 		}, connect.CodeNotFound, "NOT_FOUND"},
 		{"oversized event", func(ctx context.Context) error {
 			_, err := c.Sessions(follower).AppendEvents(ctx, connect.NewRequest(&fakv1.AppendEventsRequest{
-				SessionId: id, Events: []*fakv1.EventInput{{Kind: "input", Text: big}}}))
+				SessionId: id, Events: []*fakv1.EventInput{{Kind: "note", Text: big}}}))
 			return err
 		}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},
 		{"unknown kind", func(ctx context.Context) error {
@@ -111,7 +111,8 @@ func TestCluster_BadInputIsRejectedAndNothingCommitted(t *testing.T) {
 		t.Fatalf("bad input moved the leader's last log index from %d to %d", lastIndex, got)
 	}
 	s, err := leader.Running().FSM().Session(id)
-	if err != nil || s.HeadSeq != 2 {
-		t.Fatalf("session head = %v (%v), want 2", s.GetHeadSeq(), err)
+	// session.created + epoch.changed + the one accepted note.
+	if err != nil || s.HeadSeq != 3 {
+		t.Fatalf("session head = %v (%v), want 3", s.GetHeadSeq(), err)
 	}
 }

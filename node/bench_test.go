@@ -44,7 +44,7 @@ func benchAppend(b *testing.B, clients, batch int) {
 	payload := strings.Repeat("x", 256)
 	events := make([]*fakv1.EventInput, batch)
 	for i := range events {
-		events[i] = &fakv1.EventInput{Kind: "output", Text: payload}
+		events[i] = &fakv1.EventInput{Kind: "note", Text: payload}
 	}
 	var next atomic.Int64
 	lat := make([]time.Duration, b.N)

@@ -55,13 +55,14 @@ func TestCluster_FollowerWritesAreForwarded(t *testing.T) {
 		if err != nil {
 			t.Fatalf("append via follower: %v", err)
 		}
-		if seq != uint64(i+2) {
-			t.Fatalf("append %d got seq %d, want %d", i, seq, i+2)
+		// A new session holds session.created and epoch.changed.
+		if seq != uint64(i+3) {
+			t.Fatalf("append %d got seq %d, want %d", i, seq, i+3)
 		}
 	}
 	events := readAll(t, c, c.Leader(), id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
-	if len(events) != 11 || events[0].Kind != "session.created" {
-		t.Fatalf("leader journal has %d events (first %q), want 11 starting with session.created", len(events), events[0].Kind)
+	if len(events) != 12 || events[0].Kind != "session.created" {
+		t.Fatalf("leader journal has %d events (first %q), want 12 starting with session.created", len(events), events[0].Kind)
 	}
 }
 

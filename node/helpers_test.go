@@ -28,9 +28,11 @@ func createSession(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, ti
 	return resp.Msg.Session.SessionId
 }
 
+// appendText appends one note (the kind any client may append; input goes
+// through Act and needs the lease) and returns its seq.
 func appendText(ctx context.Context, c *testcluster.Cluster, n *testcluster.Node, id, text string) (uint64, error) {
 	resp, err := c.Sessions(n).AppendEvents(ctx, connect.NewRequest(&fakv1.AppendEventsRequest{
-		SessionId: id, Events: []*fakv1.EventInput{{Kind: "input", Text: text}},
+		SessionId: id, Events: []*fakv1.EventInput{{Kind: "note", Text: text}},
 	}))
 	if err != nil {
 		return 0, err

@@ -31,12 +31,12 @@ func TestCluster_ProtocolsAndHealth(t *testing.T) {
 		cl := fakv1connect.NewSessionServiceClient(c.HTTPClient(), "http://"+f.APIAddr, opt,
 			connect.WithInterceptors(apiclient.Bearer(testcluster.Token)))
 		resp, err := cl.AppendEvents(ctxT(t, 10*time.Second), connect.NewRequest(&fakv1.AppendEventsRequest{
-			SessionId: id, Events: []*fakv1.EventInput{{Kind: "input", Text: name}},
+			SessionId: id, Events: []*fakv1.EventInput{{Kind: "note", Text: name}},
 		}))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if resp.Msg.LastSeq < 2 {
+		if resp.Msg.LastSeq < 3 {
 			t.Fatalf("%s: seq %d", name, resp.Msg.LastSeq)
 		}
 	}

@@ -47,10 +47,11 @@ func TestCluster_WatchReplaysThenFollowsLive(t *testing.T) {
 			appendText(context.Background(), c, c.Nodes[i%3], id, text(i))
 		}
 	}()
-	a := watchUntil(t, c, c.Nodes[0], id, 0, 31)
-	b := watchUntil(t, c, c.Nodes[1], id, 0, 31)
-	if len(a) != 31 || len(b) != 31 {
-		t.Fatalf("watchers saw %d and %d events, want 31", len(a), len(b))
+	// session.created, epoch.changed and 30 notes.
+	a := watchUntil(t, c, c.Nodes[0], id, 0, 32)
+	b := watchUntil(t, c, c.Nodes[1], id, 0, 32)
+	if len(a) != 32 || len(b) != 32 {
+		t.Fatalf("watchers saw %d and %d events, want 32", len(a), len(b))
 	}
 	for i := range a {
 		if a[i].Seq != uint64(i+1) || a[i].Seq != b[i].Seq || a[i].Text != b[i].Text {
@@ -64,8 +65,8 @@ func TestCluster_WatchReplaysThenFollowsLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rest := watchUntil(t, c, c.Nodes[2], id, 20, 36)
-	if len(rest) != 16 || rest[0].Seq != 21 || rest[len(rest)-1].Seq != 36 {
-		t.Fatalf("resume after 20 returned %d events (%d..%d), want 21..36", len(rest), rest[0].Seq, rest[len(rest)-1].Seq)
+	rest := watchUntil(t, c, c.Nodes[2], id, 20, 37)
+	if len(rest) != 17 || rest[0].Seq != 21 || rest[len(rest)-1].Seq != 37 {
+		t.Fatalf("resume after 20 returned %d events (%d..%d), want 21..37", len(rest), rest[0].Seq, rest[len(rest)-1].Seq)
 	}
 }
