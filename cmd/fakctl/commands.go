@@ -56,33 +56,52 @@ var commands = []*command{
 	},
 	{
 		noun: "session", verb: "create",
-		flags:    "--title T [--objective O] [--request-id R]",
+		flags:    "--title T [--objective O] [--node NAME] [--adapter NAME] [--model M] [--provider P] [--account-ref NAME] [--request-id R]",
 		synopsis: "Create a session",
-		help:     "Creates a session and prints its ID. Retrying with the same --request-id returns the same session.",
-		setup:    sessionCreateCommand,
+		help: "Creates a session and prints its ID. Retrying with the same --request-id returns the same session.\n\n" +
+			"  The first execution epoch is placed on --node (default: the node at --addr), whose runner runs the agent " +
+			"with the --adapter runtime adapter (default echo, a deterministic agent for tests and demos); " +
+			"--model, --provider and --account-ref complete the placement. The journal starts with session.created " +
+			"and epoch.changed, so a new session's head is 2.",
+		setup: sessionCreateCommand,
 	},
 	{
 		noun: "session", verb: "list",
 		flags:    "[--stale]",
 		synopsis: "List sessions",
-		help:     "Lists every session.",
+		help:     "Lists every session with its state, execution epoch and compute node, the input lease holder and the journal head.",
 		setup:    sessionListCommand,
 	},
 	{
 		noun: "session", verb: "describe",
 		args:     []string{"ID"},
-		flags:    "[--stale]",
-		synopsis: "Show one session",
-		help:     "Shows a session's title, objective, state and journal head.",
-		setup:    sessionDescribeCommand,
+		flags:    "[--attachment ID] [--stale]",
+		synopsis: "Show a session's descriptor",
+		help: "Shows the session descriptor: state, objective, execution epoch and placement, journal head, " +
+			"pending interaction (queued inputs, running turn, pending approval), the input lease holder and its expiry, " +
+			"the attachments with their presence, and the capability set: every control, available or not with the " +
+			"reason and a handoff. With --attachment the controls are those that attachment may use now.",
+		setup: sessionDescribeCommand,
+	},
+	{
+		noun: "session", verb: "discover",
+		args:     []string{"ID"},
+		synopsis: "Show where a session runs and which nodes serve it",
+		help: "Shows the session's current execution epoch, its compute node and the API endpoints that serve it " +
+			"(every node serves every session; alive nodes first, the compute node first among them).",
+		setup: sessionDiscoverCommand,
 	},
 	{
 		noun: "session", verb: "append",
 		args:     []string{"ID"},
 		flags:    "--text T [--kind K] [--data JSON] [--expected-seq N] [--request-id R]",
-		synopsis: "Append an event to a session",
+		synopsis: "Append an annotation event to a session",
 		help: "Appends one event to a session's journal and prints its sequence number. " +
-			"With --expected-seq the append fails with SEQ_MISMATCH unless the journal head is N.",
+			"With --expected-seq the append fails with SEQ_MISMATCH unless the journal head is N.\n\n" +
+			"  Clients may append only these kinds: " + strings.Join(appendableKinds, ", ") + " (default " + appendableKinds[0] + "). " +
+			"Input to the agent goes through \"fak session open ID\" or the browser page (the Act RPC, by the holder of the input lease); " +
+			"turns, output, tool calls and approval requests are written by the session's runner, " +
+			"and lifecycle, attachment and lease events by fak itself.",
 		setup: sessionAppendCommand,
 	},
 	{

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/fsm"
 )
 
 const testToken = "s3cret"
@@ -42,7 +44,14 @@ type fakeFleet struct {
 	// after sending one event, as when a node goes away.
 	watchBreaks int
 	watchAfter  []uint64 // after_seq of every WatchEvents call
-	nonHTTP2    atomic.Int64
+	// lastCreate is the last CreateSession request.
+	lastCreate *fakv1.CreateSessionRequest
+	// What DescribeSession and DiscoverSession answer besides the session.
+	attachments  map[string][]*fakv1.Attachment
+	capabilities *fakv1.CapabilitySet
+	endpoints    []*fakv1.Endpoint
+	describedAs  []string // attachment_id of every DescribeSession call
+	nonHTTP2     atomic.Int64
 }
 
 func newFakeFleet() *fakeFleet {
@@ -51,6 +60,7 @@ func newFakeFleet() *fakeFleet {
 		changed:       make(chan struct{}),
 		sessions:      make(map[string]*fakv1.Session),
 		events:        make(map[string][]*fakv1.Event),
+		attachments:   make(map[string][]*fakv1.Attachment),
 	}
 }
 
@@ -124,16 +134,86 @@ func eventTime(seq uint64) time.Time {
 	return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Add(time.Duration(seq) * 1001 * time.Millisecond)
 }
 
+// CreateSession records the session like fak does: placed on the receiving
+// node (n1) with the echo adapter unless the request says otherwise, and
+// journaled as session.created then epoch.changed, so the head is 2.
 func (f *fakeFleet) CreateSession(_ context.Context, req *connect.Request[fakv1.CreateSessionRequest]) (*connect.Response[fakv1.CreateSessionResponse], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastCreate = req.Msg
 	id := fmt.Sprintf("s-%d", len(f.sessions)+1)
+	placement := proto.Clone(req.Msg.GetPlacement()).(*fakv1.Placement)
+	if placement == nil {
+		placement = &fakv1.Placement{}
+	}
+	if placement.Node == "" {
+		placement.Node = "n1"
+	}
+	if placement.RuntimeAdapter == "" {
+		placement.RuntimeAdapter = "echo"
+	}
 	session := &fakv1.Session{
 		SessionId: id, Title: req.Msg.GetTitle(), Objective: req.Msg.GetObjective(),
 		State: fakv1.SessionState_SESSION_STATE_ACTIVE, CreatedUnixNano: eventTime(0).UnixNano(),
+		Epoch: 1, Placement: placement, Pending: &fakv1.PendingInteraction{},
 	}
 	f.sessions[id] = session
+	epochData, _ := json.Marshal(map[string]any{"epoch": 1, "placement": map[string]string{
+		"runtime_adapter": placement.RuntimeAdapter, "node": placement.Node, "model": placement.Model,
+	}})
+	f.appendLocked(session, &fakv1.EventInput{Kind: "session.created", Text: session.Title})
+	f.appendLocked(session, &fakv1.EventInput{Kind: "epoch.changed", Text: "epoch 1", Data: epochData})
 	return connect.NewResponse(&fakv1.CreateSessionResponse{Session: session}), nil
+}
+
+func (f *fakeFleet) appendLocked(session *fakv1.Session, input *fakv1.EventInput) {
+	session.HeadSeq++
+	f.events[session.SessionId] = append(f.events[session.SessionId], &fakv1.Event{
+		SessionId: session.SessionId, Seq: session.HeadSeq, Kind: input.GetKind(), Text: input.GetText(),
+		Data: input.GetData(), TimeUnixNano: eventTime(session.HeadSeq).UnixNano(),
+	})
+}
+
+func (f *fakeFleet) ListSessions(_ context.Context, req *connect.Request[fakv1.ListSessionsRequest]) (*connect.Response[fakv1.ListSessionsResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sessions []*fakv1.Session
+	for _, s := range f.sessions {
+		sessions = append(sessions, s)
+	}
+	slices.SortFunc(sessions, func(a, b *fakv1.Session) int { return strings.Compare(a.SessionId, b.SessionId) })
+	return connect.NewResponse(&fakv1.ListSessionsResponse{Sessions: sessions}), nil
+}
+
+// DescribeSession answers with the session, the attachments and the
+// capability set a test put in the fleet.
+func (f *fakeFleet) DescribeSession(_ context.Context, req *connect.Request[fakv1.DescribeSessionRequest]) (*connect.Response[fakv1.DescribeSessionResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.describedAs = append(f.describedAs, req.Msg.GetAttachmentId())
+	session, ok := f.sessions[req.Msg.GetSessionId()]
+	if !ok {
+		return nil, fakeError(connect.CodeNotFound, "NOT_FOUND", "session "+req.Msg.GetSessionId()+" not found")
+	}
+	return connect.NewResponse(&fakv1.DescribeSessionResponse{
+		Session:      session,
+		Attachments:  f.attachments[session.SessionId],
+		Capabilities: f.capabilities,
+		ComputeNode:  session.GetPlacement().GetNode(),
+	}), nil
+}
+
+func (f *fakeFleet) DiscoverSession(_ context.Context, req *connect.Request[fakv1.DiscoverSessionRequest]) (*connect.Response[fakv1.DiscoverSessionResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	session, ok := f.sessions[req.Msg.GetSessionId()]
+	if !ok {
+		return nil, fakeError(connect.CodeNotFound, "NOT_FOUND", "session "+req.Msg.GetSessionId()+" not found")
+	}
+	return connect.NewResponse(&fakv1.DiscoverSessionResponse{
+		SessionId: session.SessionId, Epoch: session.Epoch, Placement: session.Placement,
+		ComputeNode: session.GetPlacement().GetNode(), Endpoints: f.endpoints,
+	}), nil
 }
 
 func (f *fakeFleet) AppendEvents(_ context.Context, req *connect.Request[fakv1.AppendEventsRequest]) (*connect.Response[fakv1.AppendEventsResponse], error) {
@@ -153,13 +233,13 @@ func (f *fakeFleet) AppendEvents(_ context.Context, req *connect.Request[fakv1.A
 		if f.maxTextBytes > 0 && len(input.GetText()) > f.maxTextBytes {
 			return nil, fakeError(connect.CodeInvalidArgument, "INVALID_ARGUMENT", "event text too large")
 		}
+		if !fsm.AppendableKind(input.GetKind()) {
+			return nil, fakeError(connect.CodeInvalidArgument, "INVALID_ARGUMENT",
+				fmt.Sprintf("kind %q cannot be appended by clients", input.GetKind()))
+		}
 	}
 	for _, input := range req.Msg.GetEvents() {
-		session.HeadSeq++
-		f.events[id] = append(f.events[id], &fakv1.Event{
-			SessionId: id, Seq: session.HeadSeq, Kind: input.GetKind(), Text: input.GetText(),
-			Data: input.GetData(), TimeUnixNano: eventTime(session.HeadSeq).UnixNano(),
-		})
+		f.appendLocked(session, input)
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
@@ -247,29 +327,38 @@ func TestSessionCommandsEndToEnd(t *testing.T) {
 		t.Fatalf("create: code %d stdout %q stderr %q", code, out, errOut)
 	}
 
+	// The journal starts with session.created and epoch.changed; appends
+	// default to note, the kind any client may append.
 	for i, text := range []string{"hello", "multi\nline", "third"} {
 		code, out, errOut = runCLI(t, url, "session", "append", "s-1", "--text", text)
-		if want := fmt.Sprintf("Appended s-1 seq %d\n", i+1); code != exitOK || out != want {
+		if want := fmt.Sprintf("Appended s-1 seq %d\n", i+3); code != exitOK || out != want {
 			t.Fatalf("append: code %d stdout %q stderr %q", code, out, errOut)
 		}
 	}
 
 	// Compare-and-append against a stale head fails with the reason, on one line.
 	code, out, errOut = runCLI(t, url, "session", "append", "s-1", "--text", "x", "--expected-seq", "1")
-	if want := "Error: SEQ_MISMATCH: expected head 1, journal head is 3\n"; code != exitError || out != "" || errOut != want {
+	if want := "Error: SEQ_MISMATCH: expected head 1, journal head is 5\n"; code != exitError || out != "" || errOut != want {
 		t.Errorf("append --expected-seq: code %d stdout %q stderr %q", code, out, errOut)
 	}
-	code, _, errOut = runCLI(t, url, "session", "append", "s-1", "--kind", "output", "--text", "ok", "--expected-seq", "3")
+	code, _, errOut = runCLI(t, url, "session", "append", "s-1", "--kind", "checkpoint", "--text", "ok", "--expected-seq", "5")
 	if code != exitOK {
-		t.Errorf("append --expected-seq 3: code %d stderr %q", code, errOut)
+		t.Errorf("append --expected-seq 5: code %d stderr %q", code, errOut)
+	}
+	// Input goes through Act, output is the runner's: the fleet refuses them.
+	code, out, errOut = runCLI(t, url, "session", "append", "s-1", "--kind", "input", "--text", "hi")
+	if want := "Error: INVALID_ARGUMENT: kind \"input\" cannot be appended by clients\n"; code != exitError || out != "" || errOut != want {
+		t.Errorf("append --kind input: code %d stdout %q stderr %q", code, out, errOut)
 	}
 
 	// The read pages (two events per page) through to the head.
 	code, out, errOut = runCLI(t, url, "session", "log", "s-1", "--from", "2")
 	want := eventLines(
-		eventLine(2, "input", `multi\nline`),
-		eventLine(3, "input", "third"),
-		eventLine(4, "output", "ok"),
+		eventLine(2, "epoch.changed", "epoch 1: echo on n1"),
+		eventLine(3, "note", "hello"),
+		eventLine(4, "note", `multi\nline`),
+		eventLine(5, "note", "third"),
+		eventLine(6, "checkpoint", "ok"),
 	)
 	if code != exitOK || out != want {
 		t.Errorf("log: code %d stderr %q\nstdout:\n%s\nwant:\n%s", code, errOut, out, want)
@@ -277,8 +366,9 @@ func TestSessionCommandsEndToEnd(t *testing.T) {
 
 	code, out, _ = runCLI(t, url, "-o", "json", "session", "log", "s-1")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var first struct{ Seq, Text string }
-	if code != exitOK || len(lines) != 4 || json.Unmarshal([]byte(lines[0]), &first) != nil || first.Seq != "1" || first.Text != "hello" {
+	var first struct{ Seq, Kind, Text string }
+	if code != exitOK || len(lines) != 6 || json.Unmarshal([]byte(lines[0]), &first) != nil ||
+		first.Seq != "1" || first.Kind != "session.created" || first.Text != "demo" {
 		t.Errorf("log -o json: code %d stdout:\n%s", code, out)
 	}
 
@@ -296,7 +386,7 @@ func TestFollowPrintsLiveEventsUntilInterrupted(t *testing.T) {
 	url := fleet.start(t)
 	runCLI(t, url, "session", "create", "--title", "follow")
 	runCLI(t, url, "session", "append", "s-1", "--text", "one")
-	runCLI(t, url, "session", "append", "s-1", "--text", "two")
+	runCLI(t, url, "session", "append", "s-1", "--text", "two") // seq 4
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -305,7 +395,7 @@ func TestFollowPrintsLiveEventsUntilInterrupted(t *testing.T) {
 	var errOut string
 	go func() {
 		var code int
-		code, _, errOut = runCLIContext(ctx, url, out, "session", "log", "s-1", "--follow", "--from", "2")
+		code, _, errOut = runCLIContext(ctx, url, out, "session", "log", "s-1", "--follow", "--from", "4")
 		done <- code
 	}()
 
@@ -318,7 +408,7 @@ func TestFollowPrintsLiveEventsUntilInterrupted(t *testing.T) {
 	if code := <-done; code != exitOK || errOut != "" {
 		t.Errorf("follow: code %d stderr %q", code, errOut)
 	}
-	want := eventLines(eventLine(2, "input", "two"), eventLine(3, "input", "three"), eventLine(4, "input", "four"))
+	want := eventLines(eventLine(4, "note", "two"), eventLine(5, "note", "three"), eventLine(6, "note", "four"))
 	if out.String() != want {
 		t.Errorf("follow stdout:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -342,7 +432,7 @@ func TestFollowResumesAfterBrokenStream(t *testing.T) {
 	var errOut string
 	go func() {
 		var code int
-		code, _, errOut = runCLIContext(ctx, url, out, "session", "log", "s-1", "--follow")
+		code, _, errOut = runCLIContext(ctx, url, out, "session", "log", "s-1", "--follow", "--from", "3")
 		done <- code
 	}()
 	out.waitLines(t, 4)
@@ -351,14 +441,14 @@ func TestFollowResumesAfterBrokenStream(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Errorf("follow: code %d stderr %q", code, errOut)
 	}
-	want := eventLines(eventLine(1, "input", "a"), eventLine(2, "input", "b"), eventLine(3, "input", "c"), eventLine(4, "input", "d"))
+	want := eventLines(eventLine(3, "note", "a"), eventLine(4, "note", "b"), eventLine(5, "note", "c"), eventLine(6, "note", "d"))
 	if out.String() != want {
 		t.Errorf("follow stdout (gaps or duplicates?):\n%s\nwant:\n%s", out.String(), want)
 	}
 	fleet.mu.Lock()
 	defer fleet.mu.Unlock()
-	if !slices.Equal(fleet.watchAfter, []uint64{0, 1, 2}) {
-		t.Errorf("WatchEvents after_seq per call = %v, want [0 1 2]", fleet.watchAfter)
+	if !slices.Equal(fleet.watchAfter, []uint64{2, 3, 4}) {
+		t.Errorf("WatchEvents after_seq per call = %v, want [2 3 4]", fleet.watchAfter)
 	}
 	if strings.Count(errOut, "reconnecting") != 2 {
 		t.Errorf("stderr should note each reconnect:\n%s", errOut)
@@ -432,11 +522,12 @@ func TestBenchAppendEndToEnd(t *testing.T) {
 	fleet.mu.Lock()
 	total := 0
 	for id, events := range fleet.events {
+		events = events[2:] // session.created, epoch.changed
 		total += len(events)
 		if len(events) < 15 {
 			t.Errorf("session %s got %d events; appends should spread evenly", id, len(events))
 		}
-		if len(events) > 0 && (len(events[0].GetText()) != 16 || events[0].GetKind() != "output") {
+		if len(events) > 0 && (len(events[0].GetText()) != 16 || events[0].GetKind() != "note") {
 			t.Errorf("event = %v", events[0])
 		}
 	}

@@ -44,13 +44,15 @@ func sessionLogCommand(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// printEvent writes "SEQ  TIME  KIND  TEXT" on one line.
+// printEvent writes "SEQ  TIME  KIND  SUMMARY" on one line; the summary is
+// the event's text or, for fak's own events, what its facts say
+// (eventSummary).
 func (c *cli) printEvent(ev *fakv1.Event) error {
 	_, err := fmt.Fprintf(c.stdout, "%d  %s  %s  %s\n",
 		ev.GetSeq(),
-		time.Unix(0, ev.GetTimeUnixNano()).Local().Format("15:04:05.000"),
+		formatClock(ev.GetTimeUnixNano()),
 		ev.GetKind(),
-		escapeText(ev.GetText()))
+		escapeText(eventSummary(ev)))
 	return err
 }
 

@@ -5,11 +5,21 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
+
+// appendableKinds are the event kinds clients may append with AppendEvents
+// (fsm.AppendableKind), the default first. Input goes through Act, the
+// runner's kinds through RunnerService, and fak writes the rest itself.
+var appendableKinds = []string{"note", "checkpoint", "compaction", "fak.session.provider_boundary.v1"}
+
+// defaultAdapter is the runtime adapter session create asks for; it is also
+// the server's default (fsm.DefaultRuntimeAdapter).
+const defaultAdapter = "echo"
 
 // listPageSize is the largest page ListSessions allows; bigger pages mean
 // fewer round trips.
@@ -28,6 +38,11 @@ func sessionCreateCommand(fs *flag.FlagSet) runFunc {
 	title := fs.String("title", "", "session `TITLE` (required)")
 	objective := fs.String("objective", "", "what the session is for")
 	requestID := fs.String("request-id", "", "idempotency `KEY`: a retry with the same key returns the same session")
+	node := fs.String("node", "", "`NAME` of the node whose runner hosts the first epoch (default: the node at --addr)")
+	adapter := fs.String("adapter", defaultAdapter, "runtime `ADAPTER` that runs the agent")
+	model := fs.String("model", "", "`MODEL` the adapter asks its provider for")
+	provider := fs.String("provider", "", "`PROVIDER` of the model")
+	accountRef := fs.String("account-ref", "", "`NAME` of the account the compute node resolves to credentials (never a secret)")
 	return func(ctx context.Context, c *cli, _ []string) error {
 		if *title == "" {
 			return usageErrorf("--title is required")
@@ -38,6 +53,13 @@ func sessionCreateCommand(fs *flag.FlagSet) runFunc {
 			Title:     *title,
 			Objective: *objective,
 			RequestId: *requestID,
+			Placement: &fakv1.Placement{
+				RuntimeAdapter: *adapter,
+				Provider:       *provider,
+				AccountRef:     *accountRef,
+				Model:          *model,
+				Node:           *node,
+			},
 		}))
 		if err != nil {
 			return err
@@ -60,14 +82,16 @@ func sessionListCommand(fs *flag.FlagSet) runFunc {
 		if c.jsonOutput() {
 			return printMessageList(c.stdout, sessions)
 		}
+		now := timeNow().UnixNano()
 		rows := make([][]string, 0, len(sessions))
 		for _, s := range sessions {
 			rows = append(rows, []string{
 				s.GetSessionId(), s.GetTitle(), formatSessionState(s.GetState()),
+				formatUint(s.GetEpoch()), s.GetPlacement().GetNode(), leaseHolder(s.GetLease(), now),
 				formatUint(s.GetHeadSeq()), formatTime(s.GetCreatedUnixNano()),
 			})
 		}
-		return writeTable(c.stdout, []string{"ID", "TITLE", "STATE", "HEAD", "CREATED"}, rows)
+		return writeTable(c.stdout, []string{"ID", "TITLE", "STATE", "EPOCH", "NODE", "LEASE", "HEAD", "CREATED"}, rows)
 	}
 }
 
@@ -96,48 +120,11 @@ func listAllSessions(ctx context.Context, c *cli, consistency fakv1.ReadConsiste
 	}
 }
 
-func sessionDescribeCommand(fs *flag.FlagSet) runFunc {
-	stale := fs.Bool("stale", false, staleUsage)
-	return func(ctx context.Context, c *cli, args []string) error {
-		ctx, cancel := unaryContext(ctx)
-		defer cancel()
-		resp, err := c.sessionClient().DescribeSession(ctx, connect.NewRequest(&fakv1.DescribeSessionRequest{
-			SessionId:   args[0],
-			Consistency: readConsistency(*stale),
-		}))
-		if err != nil {
-			return err
-		}
-		session := resp.Msg.GetSession()
-		if c.jsonOutput() {
-			return printMessage(c.stdout, session)
-		}
-		return writeFields(c.stdout, sessionFields(session))
-	}
-}
-
-func sessionFields(s *fakv1.Session) [][2]string {
-	fields := [][2]string{
-		{"ID", s.GetSessionId()},
-		{"Title", s.GetTitle()},
-		{"Objective", s.GetObjective()},
-		{"State", formatSessionState(s.GetState())},
-	}
-	if s.GetStopReason() != "" {
-		fields = append(fields, [2]string{"Stop reason", s.GetStopReason()})
-	}
-	return append(fields,
-		[2]string{"Head", formatUint(s.GetHeadSeq())},
-		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
-		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
-	)
-}
-
 func sessionAppendCommand(fs *flag.FlagSet) runFunc {
-	kind := fs.String("kind", "input", "event `KIND`, e.g. input, output, tool.call")
+	kind := fs.String("kind", appendableKinds[0], "event `KIND`: "+strings.Join(appendableKinds, ", "))
 	text := fs.String("text", "", "event `TEXT`")
 	data := fs.String("data", "", "structured payload, as `JSON`")
-	expectedSeq := fs.Uint64("expected-seq", 0, "append only if the journal head is `N` (0: the journal is empty)")
+	expectedSeq := fs.Uint64("expected-seq", 0, "append only if the journal head is `N` (a new session's head is 2)")
 	requestID := fs.String("request-id", "", "idempotency `KEY`: a retry with the same key appends once")
 	return func(ctx context.Context, c *cli, args []string) error {
 		if *text == "" && *data == "" {

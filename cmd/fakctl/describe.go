@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+)
+
+// timeNow is the clock describe and list judge lease expiry and presence
+// by; tests replace it.
+var timeNow = time.Now
+
+func sessionDescribeCommand(fs *flag.FlagSet) runFunc {
+	stale := fs.Bool("stale", false, staleUsage)
+	attachment := fs.String("attachment", "", "describe the controls as attachment `ID` sees them (default: as an observer)")
+	return func(ctx context.Context, c *cli, args []string) error {
+		ctx, cancel := unaryContext(ctx)
+		defer cancel()
+		resp, err := c.sessionClient().DescribeSession(ctx, connect.NewRequest(&fakv1.DescribeSessionRequest{
+			SessionId:    args[0],
+			Consistency:  readConsistency(*stale),
+			AttachmentId: *attachment,
+		}))
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			return printMessage(c.stdout, resp.Msg)
+		}
+		return writeDescriptor(c.stdout, resp.Msg, *attachment, timeNow())
+	}
+}
+
+// writeDescriptor prints the session descriptor: the session's fields, its
+// attachments and its capability set, as seen by attachmentID ("" for an
+// observer).
+func writeDescriptor(w io.Writer, d *fakv1.DescribeSessionResponse, attachmentID string, now time.Time) error {
+	if err := writeFields(w, descriptorFields(d, now)); err != nil {
+		return err
+	}
+
+	attachments := d.GetAttachments()
+	fmt.Fprintf(w, "\nAttachments (%d):\n", len(attachments))
+	if len(attachments) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		rows := make([][]string, 0, len(attachments))
+		for _, a := range attachments {
+			rows = append(rows, []string{
+				a.GetAttachmentId(), clientName(a.GetClientKind(), a.GetClientName()), a.GetNode(),
+				yesNo(a.GetPresent()), holderMark(a.GetHoldsLease()),
+				formatClockOrEmpty(a.GetJoinedUnixNano()), formatClockOrEmpty(a.GetSeenUnixNano()),
+				formatClockOrEmpty(a.GetExpiresUnixNano()), strings.Join(a.GetCapabilities(), ","),
+			})
+		}
+		header := []string{"ID", "CLIENT", "NODE", "PRESENT", "LEASE", "JOINED", "SEEN", "EXPIRES", "CAPABILITIES"}
+		if err := writeTable(w, header, rows); err != nil {
+			return err
+		}
+	}
+
+	caps := d.GetCapabilities()
+	viewer := "an observer (--attachment ID for an attachment's view)"
+	if attachmentID != "" {
+		viewer = "attachment " + attachmentID
+	}
+	fmt.Fprintf(w, "\nControls (capability set v%d, as seen by %s):\n", caps.GetVersion(), viewer)
+	if len(caps.GetControls()) == 0 {
+		_, err := fmt.Fprintln(w, "  none")
+		return err
+	}
+	rows := make([][]string, 0, len(caps.GetControls()))
+	for _, ctl := range caps.GetControls() {
+		rows = append(rows, []string{
+			ctl.GetName(), yesNo(ctl.GetAvailable()), ctl.GetReason(), ctl.GetMessage(), ctl.GetHandoff(),
+		})
+	}
+	return writeTable(w, []string{"CONTROL", "AVAILABLE", "REASON", "MESSAGE", "HANDOFF"}, rows)
+}
+
+func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]string {
+	s := d.GetSession()
+	fields := [][2]string{
+		{"ID", s.GetSessionId()},
+		{"Title", s.GetTitle()},
+		{"Objective", s.GetObjective()},
+		{"State", formatSessionState(s.GetState())},
+	}
+	if s.GetStopReason() != "" {
+		fields = append(fields, [2]string{"Stop reason", s.GetStopReason()})
+	}
+	compute := d.GetComputeNode()
+	if compute == "" {
+		compute = s.GetPlacement().GetNode()
+	}
+	pending := s.GetPending()
+	return append(fields,
+		[2]string{"Epoch", formatUint(s.GetEpoch())},
+		[2]string{"Placement", formatPlacement(s.GetPlacement())},
+		[2]string{"Compute node", compute},
+		[2]string{"Head", formatHead(s)},
+		[2]string{"Turns completed", formatUint(s.GetTurnsCompleted())},
+		[2]string{"Queued inputs", formatSeqs(pending.GetQueuedInputs())},
+		[2]string{"Running turn", formatSeqRef("on the input at seq ", pending.GetTurnInputSeq())},
+		[2]string{"Pending approval", formatSeqRef("awaiting an answer to the request at seq ", pending.GetApprovalSeq())},
+		[2]string{"Lease", formatLease(s.GetLease(), now)},
+		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
+		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
+	)
+}
+
+func sessionDiscoverCommand(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *cli, args []string) error {
+		ctx, cancel := unaryContext(ctx)
+		defer cancel()
+		resp, err := c.sessionClient().DiscoverSession(ctx, connect.NewRequest(&fakv1.DiscoverSessionRequest{
+			SessionId: args[0],
+		}))
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			return printMessage(c.stdout, resp.Msg)
+		}
+		return writeDiscovery(c.stdout, resp.Msg)
+	}
+}
+
+// writeDiscovery prints where a session runs and the endpoints that serve
+// it, in the order the server ranked them.
+func writeDiscovery(w io.Writer, d *fakv1.DiscoverSessionResponse) error {
+	err := writeFields(w, [][2]string{
+		{"Session", d.GetSessionId()},
+		{"Epoch", formatUint(d.GetEpoch())},
+		{"Placement", formatPlacement(d.GetPlacement())},
+		{"Compute node", d.GetComputeNode()},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nEndpoints (%d):\n", len(d.GetEndpoints()))
+	if len(d.GetEndpoints()) == 0 {
+		_, err := fmt.Fprintln(w, "  none")
+		return err
+	}
+	rows := make([][]string, 0, len(d.GetEndpoints()))
+	for _, ep := range d.GetEndpoints() {
+		rows = append(rows, []string{ep.GetNode(), ep.GetApiAddr(), strings.Join(ep.GetRoles(), ","), ep.GetStatus()})
+	}
+	return writeTable(w, []string{"NODE", "API_ADDRESS", "ROLES", "STATUS"}, rows)
+}
+
+// formatHead renders the journal head as its address, "SESSION@SEQ".
+func formatHead(s *fakv1.Session) string {
+	return fmt.Sprintf("%d (address %s@%d)", s.GetHeadSeq(), s.GetSessionId(), s.GetHeadSeq())
+}
+
+// formatLease renders the input lease: its holder, when it was taken and
+// when it expires (by the local clock; the fleet decides by its own).
+func formatLease(l *fakv1.Lease, now time.Time) string {
+	if l.GetAttachmentId() == "" {
+		return "none (free to take)"
+	}
+	s := clientLabel(l.GetClientKind(), l.GetClientName(), l.GetAttachmentId())
+	if l.GetTakenUnixNano() != 0 {
+		s += ", taken " + formatClock(l.GetTakenUnixNano())
+	}
+	expires := l.GetExpiresUnixNano()
+	if expires == 0 {
+		return s
+	}
+	left := time.Duration(expires - now.UnixNano()).Round(time.Second)
+	if left <= 0 {
+		return fmt.Sprintf("%s, expired %s (%s ago; free to take)", s, formatClock(expires), -left)
+	}
+	return fmt.Sprintf("%s, expires %s (in %s)", s, formatClock(expires), left)
+}
+
+// leaseHolder is the holder's "kind name" for a table cell, or "" when
+// nobody holds an unexpired lease.
+func leaseHolder(l *fakv1.Lease, now int64) string {
+	if l.GetAttachmentId() == "" || (l.GetExpiresUnixNano() != 0 && l.GetExpiresUnixNano() <= now) {
+		return ""
+	}
+	if name := clientName(l.GetClientKind(), l.GetClientName()); name != "" {
+		return name
+	}
+	return l.GetAttachmentId()
+}
+
+func formatSeqs(seqs []uint64) string {
+	if len(seqs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(seqs))
+	for i, seq := range seqs {
+		parts[i] = formatUint(seq)
+	}
+	return "seqs " + strings.Join(parts, ", ")
+}
+
+func formatSeqRef(prefix string, seq uint64) string {
+	if seq == 0 {
+		return "none"
+	}
+	return prefix + formatUint(seq)
+}
+
+func formatClockOrEmpty(unixNano int64) string {
+	if unixNano == 0 {
+		return ""
+	}
+	return formatClock(unixNano)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func holderMark(holds bool) string {
+	if holds {
+		return "holder"
+	}
+	return ""
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+)
+
+// Event kinds that fakctl renders from their structured payload (the facts
+// fsm writes as JSON in the event's data).
+const (
+	kindSessionCreated   = "session.created"
+	kindSessionStopped   = "session.stopped"
+	kindEpochChanged     = "epoch.changed"
+	kindAttachmentJoined = "attachment.joined"
+	kindAttachmentLeft   = "attachment.left"
+	kindLeaseTaken       = "lease.taken"
+	kindLeaseReleased    = "lease.released"
+	kindInput            = "input"
+	kindApprovalAnswered = "approval.answered"
+)
+
+// eventTimeLayout is how session log prints times of day.
+const eventTimeLayout = "15:04:05.000"
+
+// eventFacts is the union of the facts fak writes in the data of its own
+// events (fsm: attachmentFact, leaseFact, inputFact, approvalFact,
+// epochFact). Absent fields stay zero.
+type eventFacts struct {
+	AttachmentID   string          `json:"attachment_id"`
+	ClientKind     string          `json:"client_kind"`
+	ClientName     string          `json:"client_name"`
+	Node           string          `json:"node"`
+	Capabilities   []string        `json:"capabilities"`
+	Reason         string          `json:"reason"`
+	ExpiresUnixNs  int64           `json:"expires_unix_nano"`
+	StolenFrom     string          `json:"stolen_from"`
+	StolenFromName string          `json:"stolen_from_name"`
+	Epoch          uint64          `json:"epoch"`
+	Placement      *placementFacts `json:"placement"`
+	ApprovalSeq    uint64          `json:"approval_seq"`
+	Approved       bool            `json:"approved"`
+	Note           string          `json:"note"`
+}
+
+type placementFacts struct {
+	RuntimeAdapter string `json:"runtime_adapter"`
+	Provider       string `json:"provider"`
+	AccountRef     string `json:"account_ref"`
+	Model          string `json:"model"`
+	Node           string `json:"node"`
+}
+
+// eventSummary renders what an event says on one line: fak's own events
+// from their facts (who attached, who holds the lease, which epoch runs
+// where, who answered an approval), everything else as its text followed by
+// the top-level fields of its JSON data, if any. An event whose data cannot
+// be read falls back to its text.
+func eventSummary(ev *fakv1.Event) string {
+	text := ev.GetText()
+	var f eventFacts
+	factsOK := len(ev.GetData()) > 0 && json.Unmarshal(ev.GetData(), &f) == nil
+	switch ev.GetKind() {
+	case kindSessionCreated, kindSessionStopped:
+		return text
+	case kindEpochChanged:
+		if !factsOK || f.Placement == nil {
+			return text
+		}
+		return fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacementFacts(f.Placement))
+	case kindAttachmentJoined:
+		if !factsOK {
+			return text
+		}
+		s := clientLabel(f.ClientKind, f.ClientName, f.AttachmentID) + " joined"
+		if f.Node != "" {
+			s += " via " + f.Node
+		}
+		if len(f.Capabilities) > 0 {
+			s += "; can " + strings.Join(f.Capabilities, ", ")
+		}
+		return s
+	case kindAttachmentLeft:
+		if !factsOK {
+			return text
+		}
+		s := clientLabel(f.ClientKind, f.ClientName, f.AttachmentID) + " left"
+		if f.Reason != "" {
+			s += ": " + f.Reason
+		}
+		return s
+	case kindLeaseTaken:
+		if !factsOK {
+			return text
+		}
+		var s string
+		if f.StolenFrom != "" {
+			s = "stolen from " + clientLabel(strings.TrimSpace(f.StolenFromName), "", f.StolenFrom) + " by " + clientLabel(f.ClientKind, f.ClientName, f.AttachmentID)
+		} else {
+			s = "taken by " + clientLabel(f.ClientKind, f.ClientName, f.AttachmentID)
+		}
+		if f.ExpiresUnixNs != 0 {
+			s += ", expires " + formatClock(f.ExpiresUnixNs)
+		}
+		return s
+	case kindLeaseReleased:
+		if !factsOK {
+			return text
+		}
+		s := "released by " + clientLabel(f.ClientKind, f.ClientName, f.AttachmentID)
+		if f.Reason != "" {
+			s += ": " + f.Reason
+		}
+		return s
+	case kindInput:
+		if !factsOK {
+			return text
+		}
+		return clientName(f.ClientKind, f.ClientName) + ": " + text
+	case kindApprovalAnswered:
+		if !factsOK {
+			return text
+		}
+		verdict := "denied"
+		if f.Approved {
+			verdict = "approved"
+		}
+		s := fmt.Sprintf("%s (request %d) by %s", verdict, f.ApprovalSeq, clientName(f.ClientKind, f.ClientName))
+		if f.Note != "" {
+			s += ": " + f.Note
+		}
+		return s
+	}
+	// Runner events (turn.*, output, tool.*, approval.requested) and client
+	// annotations: the text, then whatever structured facts came with it.
+	return joinNonEmpty(text, dataFields(ev.GetData()))
+}
+
+// clientName is "terminal alice", or just the kind when the client gave no
+// name.
+func clientName(kind, name string) string {
+	return joinNonEmpty(kind, name)
+}
+
+// clientLabel is "terminal alice (att_…)".
+func clientLabel(kind, name, attachmentID string) string {
+	s := clientName(kind, name)
+	switch {
+	case attachmentID == "":
+		return s
+	case s == "":
+		return attachmentID
+	}
+	return s + " (" + attachmentID + ")"
+}
+
+// formatPlacementFacts renders "echo on n1, model m, provider p, account a".
+func formatPlacementFacts(p *placementFacts) string {
+	return formatPlacement(&fakv1.Placement{
+		RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
+	})
+}
+
+// formatPlacement renders a placement tuple on one line, leaving out what
+// is not set.
+func formatPlacement(p *fakv1.Placement) string {
+	if p == nil {
+		return ""
+	}
+	s := p.GetRuntimeAdapter()
+	if s == "" {
+		s = "(no adapter)"
+	}
+	if p.GetNode() != "" {
+		s += " on " + p.GetNode()
+	}
+	for _, part := range [][2]string{{"model", p.GetModel()}, {"provider", p.GetProvider()}, {"account", p.GetAccountRef()}} {
+		if part[1] != "" {
+			s += ", " + part[0] + " " + part[1]
+		}
+	}
+	return s
+}
+
+// dataFields renders a JSON object's top-level fields as "[k=v k=v]" in key
+// order, strings quoted when they would be ambiguous, nested values as
+// compact JSON. Other JSON is shown compacted in brackets; data that is not
+// JSON as its size.
+func dataFields(data []byte) string {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		var compact bytes.Buffer
+		if json.Compact(&compact, data) != nil {
+			return fmt.Sprintf("[%d bytes of data]", len(data))
+		}
+		return "[" + compact.String() + "]"
+	}
+	if len(fields) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+dataValue(fields[k]))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func dataValue(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" || strings.ContainsAny(s, " \t\"=[]") {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) != nil {
+		return string(raw)
+	}
+	return compact.String()
+}
+
+func joinNonEmpty(parts ...string) string {
+	kept := parts[:0:0]
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, " ")
+}
+
+// formatClock renders a Unix nanosecond time as a local time of day.
+func formatClock(unixNano int64) string {
+	return time.Unix(0, unixNano).Local().Format(eventTimeLayout)
+}

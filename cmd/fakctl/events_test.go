@@ -1,0 +1,74 @@
+package main
+
+import (
+	"testing"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+)
+
+func TestEventSummary(t *testing.T) {
+	expires := eventTime(20).UnixNano()
+	tests := []struct {
+		kind, text, data string
+		want             string
+	}{
+		{"session.created", "demo", "", "demo"},
+		{"session.stopped", "done", "", "done"},
+		{"epoch.changed", "epoch 1: echo on n1",
+			`{"epoch":1,"placement":{"runtime_adapter":"echo","node":"n1"}}`,
+			"epoch 1: echo on n1"},
+		{"epoch.changed", "epoch 2: claude opus on n3",
+			`{"epoch":2,"placement":{"runtime_adapter":"claude","provider":"anthropic","account_ref":"team-a","model":"opus","node":"n3"}}`,
+			"epoch 2: claude on n3, model opus, provider anthropic, account team-a"},
+		{"attachment.joined", "terminal alice",
+			`{"attachment_id":"att-1","client_kind":"terminal","client_name":"alice","node":"n1","capabilities":["input.text","approval.answer"]}`,
+			"terminal alice (att-1) joined via n1; can input.text, approval.answer"},
+		{"attachment.left", "browser  left: expired",
+			`{"attachment_id":"att-2","client_kind":"browser","node":"n2","reason":"expired"}`,
+			"browser (att-2) left: expired"},
+		{"lease.taken", "lease taken by terminal alice",
+			`{"attachment_id":"att-1","client_kind":"terminal","client_name":"alice","expires_unix_nano":` + formatInt(expires) + `}`,
+			"taken by terminal alice (att-1), expires " + formatClock(expires)},
+		{"lease.taken", "lease stolen from ...",
+			`{"attachment_id":"att-2","client_kind":"browser","expires_unix_nano":` + formatInt(expires) + `,"stolen_from":"att-1","stolen_from_name":"terminal alice"}`,
+			"stolen from terminal alice (att-1) by browser (att-2), expires " + formatClock(expires)},
+		{"lease.released", "lease released by terminal alice: expired",
+			`{"attachment_id":"att-1","client_kind":"terminal","client_name":"alice","reason":"expired"}`,
+			"released by terminal alice (att-1): expired"},
+		{"input", "hello there",
+			`{"attachment_id":"att-1","client_kind":"terminal","client_name":"alice","epoch":1}`,
+			"terminal alice: hello there"},
+		{"approval.answered", "approved by browser bob",
+			`{"approval_seq":7,"approved":true,"attachment_id":"att-2","client_kind":"browser","client_name":"bob","note":"go ahead"}`,
+			"approved (request 7) by browser bob: go ahead"},
+		{"approval.answered", "denied by terminal",
+			`{"approval_seq":9,"approved":false,"attachment_id":"att-1","client_kind":"terminal"}`,
+			"denied (request 9) by terminal"},
+		// Runner events: the text and whatever facts came with it.
+		{"turn.started", "turn for input 5", `{"input_seq":5,"epoch":1}`, "turn for input 5 [epoch=1 input_seq=5]"},
+		{"output", "Hello, ", "", "Hello, "},
+		{"tool.call", "run ls", `{"tool":"shell","args":{"cmd":"ls -l"},"needs_approval":true}`,
+			`run ls [args={"cmd":"ls -l"} needs_approval=true tool=shell]`},
+		{"tool.result", "", `{"tool":"shell","output":"a b"}`, `[output="a b" tool=shell]`},
+		{"approval.requested", "may I run ls?", `{"tool":"shell"}`, "may I run ls? [tool=shell]"},
+		{"turn.completed", "", `{}`, ""},
+		// Notes and other annotations, including data that is not an object.
+		{"note", "plain", "", "plain"},
+		{"checkpoint", "cp", `[1,2]`, "cp [[1,2]]"},
+		{"note", "odd", `not json`, "odd [8 bytes of data]"},
+		// Facts that cannot be read fall back to the text.
+		{"lease.taken", "lease taken by x", `garbage`, "lease taken by x"},
+		{"input", "typed", "", "typed"},
+	}
+	for _, tt := range tests {
+		ev := &fakv1.Event{Kind: tt.kind, Text: tt.text}
+		if tt.data != "" {
+			ev.Data = []byte(tt.data)
+		}
+		if got := eventSummary(ev); got != tt.want {
+			t.Errorf("%s %q %s:\n got %q\nwant %q", tt.kind, tt.text, tt.data, got, tt.want)
+		}
+	}
+}
+
+func formatInt(n int64) string { return formatUint(uint64(n)) }
