@@ -277,7 +277,7 @@ func appendOnce(ctx context.Context, clients *apiClients, sessionID, id string, 
 	start := time.Now()
 	resp, err := clients.of(a).session.AppendEvents(callCtx, connect.NewRequest(&fakv1.AppendEventsRequest{
 		SessionId: sessionID,
-		Events:    []*fakv1.EventInput{{Kind: "input", Text: id}},
+		Events:    []*fakv1.EventInput{{Kind: "note", Text: id}}, // the kind clients append; no runner reacts
 		RequestId: id,
 	}))
 	end := time.Now()
@@ -408,6 +408,9 @@ func TestMeasureFailover(t *testing.T) {
 	}
 	sessionID := created.Msg.GetSession().GetSessionId()
 	initialHead := created.Msg.GetSession().GetHeadSeq()
+	if initialHead != 2 { // session.created, epoch.changed
+		t.Fatalf("new session %s has head %d, want 2", sessionID, initialHead)
+	}
 	t.Logf("session %s (head %d); %d closed-loop writers and an open-loop call every %s, %s per-call timeout",
 		sessionID, initialHead, writers, probe, measureCallTimeout)
 

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
@@ -50,9 +53,19 @@ func TestProcessFleet(t *testing.T) {
 	if session.GetSessionId() == "" || session.GetTitle() != "e2e" || session.GetState() != fakv1.SessionState_SESSION_STATE_ACTIVE {
 		t.Fatalf("session create printed %v", session)
 	}
+	// The first epoch is placed on the node that received the request.
+	if session.GetHeadSeq() != 2 || session.GetEpoch() != 1 || session.GetPlacement().GetNode() != creator.name ||
+		session.GetPlacement().GetRuntimeAdapter() != "echo" {
+		t.Fatalf("session create printed %v; want head 2, epoch 1, echo on %s", session, creator.name)
+	}
 	j := &journal{f: f, sessionID: session.GetSessionId()}
 	j.start(creator, session.GetHeadSeq())
+	if kinds := j.kinds(); !slices.Equal(kinds, []string{"session.created", "epoch.changed"}) {
+		t.Fatalf("a new session's journal is %v, want session.created, epoch.changed", kinds)
+	}
 	t.Logf("created session %s through %s; its journal starts with %d events", j.sessionID, creator.name, len(j.acked))
+
+	checkPlacement(t, f, j.sessionID)
 
 	checkWrongToken(t, f, j.sessionID)
 
@@ -132,11 +145,11 @@ func TestProcessFleet(t *testing.T) {
 	for _, a := range f.agents {
 		j.check(a)
 		out := f.mustFakctl(a, "session", "describe", j.sessionID, "-o", "json")
-		described := &fakv1.Session{}
+		described := &fakv1.DescribeSessionResponse{}
 		if err := unmarshal(out, described); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := described.GetHeadSeq(), uint64(len(j.acked)); got != want {
+		if got, want := described.GetSession().GetHeadSeq(), uint64(len(j.acked)); got != want {
 			t.Errorf("session describe on %s: head %d, want %d", a.name, got, want)
 		}
 	}
@@ -235,7 +248,8 @@ func (j *journal) append(a *agent, i int, among []*agent) {
 	requestID := fmt.Sprintf("e2e-%s-%02d", j.sessionID, i)
 	deadline := time.Now().Add(appendRetryTimeout)
 	for attempt := 1; ; attempt++ {
-		r := f.fakctl(a, "session", "append", j.sessionID, "--kind", "input", "--text", text, "--request-id", requestID, "-o", "json")
+		// No --kind: fakctl appends notes, the kind any client may append.
+		r := f.fakctl(a, "session", "append", j.sessionID, "--text", text, "--request-id", requestID, "-o", "json")
 		if r.code == 0 {
 			if r.stderr != "" {
 				f.t.Errorf("append succeeded but wrote to stderr: %v", r)
@@ -289,7 +303,16 @@ func (j *journal) record(r result, resp *fakv1.AppendEventsResponse, text string
 		j.f.t.Errorf("append acknowledged session %q seqs %d-%d, want %q seq %d: %v",
 			resp.GetSessionId(), resp.GetFirstSeq(), resp.GetLastSeq(), j.sessionID, want, r)
 	}
-	j.acked = append(j.acked, ack{seq: resp.GetFirstSeq(), kind: "input", text: text})
+	j.acked = append(j.acked, ack{seq: resp.GetFirstSeq(), kind: "note", text: text})
+}
+
+// kinds lists the kinds of the acknowledged events, in order.
+func (j *journal) kinds() []string {
+	kinds := make([]string, len(j.acked))
+	for i, a := range j.acked {
+		kinds[i] = a.kind
+	}
+	return kinds
 }
 
 // compare checks that events are exactly the acknowledged events, in
@@ -332,4 +355,77 @@ func (j *journal) check(a *agent) {
 	if err := j.compare(events); err != nil {
 		j.f.t.Errorf("session log on %s: %v", a.name, err)
 	}
+}
+
+// checkPlacement creates a session through one node placed on another and
+// checks that every node describes and discovers it the same way, through
+// fakctl's JSON and its tables.
+func checkPlacement(t *testing.T, f *fleet, sessionID string) {
+	t.Helper()
+	through, placed := f.agents[0], f.agents[2]
+	out := f.mustFakctl(through, "session", "create", "--title", "placed", "--node", placed.name,
+		"--model", "m1", "--provider", "p1", "--account-ref", "acct", "-o", "json")
+	session := &fakv1.Session{}
+	if err := unmarshal(out, session); err != nil {
+		t.Fatal(err)
+	}
+	id := session.GetSessionId()
+	want := &fakv1.Placement{RuntimeAdapter: "echo", Provider: "p1", AccountRef: "acct", Model: "m1", Node: placed.name}
+	if !proto.Equal(session.GetPlacement(), want) || session.GetHeadSeq() != 2 {
+		t.Fatalf("session create --node %s printed %v; want head 2 and placement %v", placed.name, session, want)
+	}
+
+	for _, a := range f.agents {
+		described := &fakv1.DescribeSessionResponse{}
+		if err := unmarshal(f.mustFakctl(a, "session", "describe", id, "-o", "json"), described); err != nil {
+			t.Fatal(err)
+		}
+		s := described.GetSession()
+		if s.GetEpoch() != 1 || described.GetComputeNode() != placed.name || !proto.Equal(s.GetPlacement(), want) ||
+			s.GetLease() != nil || len(described.GetAttachments()) != 0 || len(described.GetCapabilities().GetControls()) == 0 {
+			t.Errorf("session describe on %s: %v", a.name, described)
+		}
+		for _, c := range described.GetCapabilities().GetControls() {
+			if !c.GetAvailable() && c.GetReason() == "" {
+				t.Errorf("session describe on %s: control %s is unavailable without a reason", a.name, c.GetName())
+			}
+		}
+
+		discovered := &fakv1.DiscoverSessionResponse{}
+		if err := unmarshal(f.mustFakctl(a, "session", "discover", id, "-o", "json"), discovered); err != nil {
+			t.Fatal(err)
+		}
+		eps := discovered.GetEndpoints()
+		if discovered.GetComputeNode() != placed.name || discovered.GetEpoch() != 1 || len(eps) != len(f.agents) ||
+			eps[0].GetNode() != placed.name || !slices.Contains(eps[0].GetRoles(), "compute") {
+			t.Errorf("session discover on %s: %v", a.name, discovered)
+		}
+		for _, ep := range eps {
+			if b, ok := f.byName[ep.GetNode()]; !ok || ep.GetApiAddr() != b.apiAddr || ep.GetStatus() != "alive" {
+				t.Errorf("session discover on %s: endpoint %v", a.name, ep)
+			}
+		}
+	}
+
+	table := f.mustFakctl(f.agents[1], "session", "describe", id)
+	for _, line := range []string{
+		"Placement:        echo on " + placed.name + ", model m1, provider p1, account acct\n",
+		"Compute node:     " + placed.name + "\n",
+		"Lease:            none (free to take)\n",
+		"Attachments (0):\n",
+	} {
+		if !strings.Contains(table, line) {
+			t.Errorf("session describe table lacks %q:\n%s", line, table)
+		}
+	}
+	table = f.mustFakctl(f.agents[1], "session", "discover", id)
+	if !strings.Contains(table, "Compute node: "+placed.name+"\n") || !strings.Contains(table, placed.apiAddr) {
+		t.Errorf("session discover table:\n%s", table)
+	}
+	table = f.mustFakctl(f.agents[1], "session", "list")
+	if !strings.Contains(table, "EPOCH") || !regexp.MustCompile(`(?m)^`+id+` +placed +active +1 +`+placed.name+` +- +2 `).MatchString(table) ||
+		!regexp.MustCompile(`(?m)^`+sessionID+` +e2e +active +1 +`).MatchString(table) {
+		t.Errorf("session list:\n%s", table)
+	}
+	t.Logf("session %s created through %s runs on %s; every node describes and discovers it alike", id, through.name, placed.name)
 }
