@@ -37,13 +37,15 @@ type Report struct {
 
 	Linearizability checker.Result           `json:"-"`
 	Durability      checker.DurabilityResult `json:"-"`
+	Leases          checker.LeaseResult      `json:"-"`
 	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
 	Logs            []string                 `json:"logs"`
 }
 
-// Ok is the verdict: linearizable, durable, and every replica identical.
+// Ok is the verdict: linearizable, durable, one lease holder at a time,
+// and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && len(r.ReplicaProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && len(r.ReplicaProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
@@ -156,6 +158,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "longest unavailability: %s (from %s)\n", r.LongestUnavailable.Round(time.Millisecond), r.LongestUnavailableAt.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%s\n", r.Linearizability.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Durability.Summary())
+	fmt.Fprintf(&b, "%s\n", r.Leases.Summary())
 	if len(r.ReplicaProblems) == 0 {
 		b.WriteString("replicas: identical on every node\n")
 	} else {
@@ -182,10 +185,11 @@ func (r *Report) write(dir string) error {
 		Linearizability string   `json:"linearizability"`
 		IllegalSessions []string `json:"illegal_sessions,omitempty"`
 		Durability      string   `json:"durability"`
+		Leases          string   `json:"leases"`
 		Violations      []string `json:"violations,omitempty"`
 	}
 	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
-		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary()}
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary()}
 	for _, v := range r.Durability.Violations {
 		jr.Violations = append(jr.Violations, v.String())
 	}

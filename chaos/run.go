@@ -99,7 +99,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wl := newWorkload(cfg.Workload, rec, clients, fleet.Nodes(), cfg.Seed, logf)
 	loadDone := make(chan struct{})
 	loadStart := since()
-	go func() { wl.run(loadCtx); close(loadDone) }()
+	lw := newLeaseWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
+	go func() {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); wl.run(loadCtx) }()
+		go func() { defer wg.Done(); lw.run(loadCtx) }()
+		wg.Wait()
+		close(loadDone)
+	}()
 	nem := newNemesis(fleet, func(c context.Context) string { return findLeader(c, clients) }, since, logf)
 	sleepCtx(ctx, 2*time.Second)
 	logf("load running; injecting faults")
@@ -137,6 +145,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), final, 60*time.Second)
+	leaseJournals, err := lw.journals(ctx)
+	if err != nil {
+		return nil, err
+	}
 	logf("read %d journals after the restart", len(final))
 
 	ops := rec.Ops()
@@ -148,6 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Timeout: cfg.CheckTimeout, VisualizePath: filepath.Join(cfg.OutDir, "linearizability.html"),
 	})
 	rep.Durability = checker.Durable(ops, final)
+	rep.Leases = checker.Leases(leaseJournals, lw.Acts())
 	rep.stats(ops, rep.Faults, loadStart, loadEnd)
 	rep.Logs = fleet.Logs()
 	if err := rep.write(cfg.OutDir); err != nil {
