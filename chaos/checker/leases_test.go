@@ -42,7 +42,7 @@ func TestLeasesCatchesViolations(t *testing.T) {
 		acts []ActRecord
 		want string
 	}{
-		"two holders": {j: []LeaseEvent{leaseTake(3, 100, "a", "", 200), leaseTake(4, 150, "b", "", 250)}, want: "two holders"},
+		"two holders":             {j: []LeaseEvent{leaseTake(3, 100, "a", "", 200), leaseTake(4, 150, "b", "", 250)}, want: "two holders"},
 		"input from a non-holder": {j: []LeaseEvent{leaseTake(3, 100, "a", "", 200), leaseInput(4, "b", "x")}, want: "input from b"},
 		"input with no holder":    {j: []LeaseEvent{leaseInput(3, "a", "x")}, want: "input from a"},
 		"steal names the wrong holder": {j: []LeaseEvent{leaseTake(3, 100, "a", "", 200), leaseTake(4, 150, "c", "b", 250)},
