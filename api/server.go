@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/api/web"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 )
@@ -97,6 +98,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[:1]...))
 	mux.HandleFunc("GET /v1/health", s.health)
+	// The browser page: public static files (no data); its RPCs carry the token.
+	mux.Handle(web.Prefix, web.Handler())
 	return mux
 }
 

@@ -1,0 +1,501 @@
+// session.js: the full attachment to one session, over the same RPCs the
+// terminal client uses (DESIGN.md §7): describe, attach, keep alive,
+// observe (WatchEvents from an address), act, lease, approvals, detach.
+//
+// Reconnecting never loses or duplicates an event: the view remembers the
+// last applied address, resumes WatchEvents after it, and drops any event
+// at or below it. After a reconnect it describes again, and attaches anew
+// if its attachment expired meanwhile.
+"use strict";
+
+const REPLAY_EVENTS = 50n;       // the transcript starts this many events back
+const DESCRIBE_EVERY_MS = 3000;   // presence and lease expiry are not events
+const WATCHDOG_MS = 40000;        // the server sends a heartbeat every 15 s
+const BACKOFF_MIN_MS = 250;
+const BACKOFF_MAX_MS = 5000;
+
+// Controls this page knows how to drive, by capability name. Any other
+// control the server advertises is still listed, marked as not supported
+// here, so nothing the capability set says is hidden.
+const CONTROLS = {
+  "input.text": { label: "Send input", id: "input-control" },
+  "lease.take": { label: "Take lease", id: "lease-take", run: (v) => v.takeLease(false) },
+  "lease.steal": { label: "Steal lease", id: "lease-steal", run: (v) => v.takeLease(true) },
+  "lease.release": { label: "Release lease", id: "lease-release", run: (v) => v.releaseLease() },
+  "approval.answer": { label: "Answer approval", id: "approval-control" },
+  "session.stop": { label: "Stop session", id: "session-stop", confirm: "Really stop the session?", run: (v) => v.stopSession() },
+  "detach": { label: "Detach", id: "detach", run: (v) => v.leave() },
+};
+
+class SessionView {
+  constructor(id, { rpc, stream, clientName, onUnauthenticated }) {
+    this.id = id;
+    this.rpc = rpc;
+    this.stream = stream;
+    this.clientName = clientName;
+    this.onUnauthenticated = onUnauthenticated;
+    this.closed = false;
+    this.life = new AbortController();  // aborted when the view closes
+    this.watchAbort = null;             // aborts the current WatchEvents
+    this.attachmentId = "";
+    this.myAttachments = new Set();     // every attachment this tab had
+    this.keepaliveMs = 10000;
+    this.keepaliveTimer = null;
+    this.leaseTimer = null;
+    this.describeTimer = null;
+    this.describeSoon = null;
+    this.desc = null;
+    this.epoch = "0";
+    this.lastSeq = -1n;                 // highest applied address; -1: not started
+    this.firstSeq = 0n;                 // lowest address shown
+    this.events = new Map();            // seq (string) → event
+    this.busy = new Set();              // controls with a call in flight
+    this.controlRows = new Map();       // control name → its row
+
+    this.view = $("#session-view");
+    this.view.dataset.sessionId = id;
+    this.view.dataset.attachmentId = "";
+    this.view.dataset.lastSeq = "0";
+    $("#session-id").textContent = id;
+    $("#session-title").textContent = id;
+    $("#controls").replaceChildren();
+    $("#descriptor").replaceChildren();
+    $("#attachments").replaceChildren();
+    $("#action-error").textContent = "";
+    $("#input-result").textContent = "";
+    this.transcript = new Transcript($("#transcript"), {
+      onAnswer: (seq, approved) => this.answerApproval(seq, approved),
+      isMine: (att) => this.myAttachments.has(att),
+    });
+    this.setWatchState("connecting", "");
+  }
+
+  // --- lifecycle ------------------------------------------------------------
+
+  start() {
+    this.run();
+    this.describeTimer = setInterval(() => this.describe().catch(() => {}), DESCRIBE_EVERY_MS);
+  }
+
+  // close ends the view: timers stop, the stream is cancelled and the
+  // attachment detached (which releases its lease).
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.life.abort(new DOMException("view closed", "AbortError"));
+    clearInterval(this.describeTimer);
+    clearTimeout(this.describeSoon);
+    clearInterval(this.keepaliveTimer);
+    clearInterval(this.leaseTimer);
+    if (this.attachmentId) {
+      this.rpc("SessionService/Detach", { sessionId: this.id, attachmentId: this.attachmentId }, { keepalive: true })
+        .catch(() => {}); // best effort: an undetached attachment expires by itself
+    }
+  }
+
+  // leave is the detach control: close and go back to the fleet.
+  leave() {
+    location.hash = "";
+    return Promise.resolve();
+  }
+
+  // run keeps the view attached and watching until it closes, reconnecting
+  // with backoff after any failure.
+  async run() {
+    let backoff = BACKOFF_MIN_MS;
+    while (!this.closed) {
+      try {
+        await this.describe();
+        backoff = BACKOFF_MIN_MS; // the node answers again
+        if (!this.attachmentId) await this.attach();
+        await this.watch();
+        this.setWatchState("reconnecting", "the stream ended; resuming");
+      } catch (err) {
+        if (this.closed) return;
+        if (err.code === "unauthenticated") {
+          this.onUnauthenticated(err);
+          return;
+        }
+        if (err.reason === "ATTACHMENT_NOT_FOUND") this.dropAttachment();
+        this.setWatchState("reconnecting", errorText(err));
+      }
+      try {
+        await sleep(backoff, this.life.signal);
+      } catch (_) {
+        return;
+      }
+      backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
+    }
+  }
+
+  async attach() {
+    const r = await this.rpc("SessionService/Attach", {
+      sessionId: this.id, clientKind: "browser", clientName: this.clientName(),
+      capabilities: Object.keys(CONTROLS),
+    }, { signal: this.life.signal });
+    this.attachmentId = r.attachmentId;
+    this.myAttachments.add(r.attachmentId);
+    this.view.dataset.attachmentId = r.attachmentId;
+    this.keepaliveMs = Number(r.keepaliveMs || 10000);
+    clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = setInterval(() => this.keepAlive(), this.keepaliveMs);
+    if (r.descriptor) this.applyDescriptor(r.descriptor);
+    $("#attachment-id").textContent = r.attachmentId;
+  }
+
+  // dropAttachment forgets an attachment that expired or was detached; the
+  // run loop attaches anew.
+  dropAttachment() {
+    this.attachmentId = "";
+    this.view.dataset.attachmentId = "";
+    $("#attachment-id").textContent = "(none)";
+    clearInterval(this.keepaliveTimer);
+    this.stopRenewing();
+    if (this.watchAbort) this.watchAbort.abort(new DOMException("reattach", "AbortError"));
+  }
+
+  async keepAlive() {
+    if (!this.attachmentId) return;
+    try {
+      await this.rpc("SessionService/KeepAlive", { sessionId: this.id, attachmentId: this.attachmentId }, { signal: this.life.signal });
+    } catch (err) {
+      if (err.reason === "ATTACHMENT_NOT_FOUND") this.dropAttachment();
+    }
+  }
+
+  // watch streams the journal after the last applied address until the
+  // stream fails or ends. The first watch starts REPLAY_EVENTS back from
+  // the head, like the terminal client.
+  async watch() {
+    if (this.lastSeq < 0n) {
+      const head = u64(this.desc && this.desc.session && this.desc.session.headSeq);
+      const cursor = head > REPLAY_EVENTS ? head - REPLAY_EVENTS : 0n;
+      this.lastSeq = cursor;
+      this.firstSeq = cursor + 1n;
+      $("#load-earlier").hidden = this.firstSeq <= 1n;
+    }
+    const ctl = new AbortController();
+    this.watchAbort = ctl;
+    const onLife = () => ctl.abort(this.life.signal.reason);
+    this.life.signal.addEventListener("abort", onLife, { once: true });
+    // A silent connection (a partition, a half-open socket) is noticed by
+    // the missing heartbeat.
+    let watchdog = setTimeout(() => ctl.abort(new DOMException("no heartbeat", "AbortError")), WATCHDOG_MS);
+    this.setWatchState("connecting", "watching after #" + this.lastSeq);
+    try {
+      await this.stream("SessionService/WatchEvents", {
+        sessionId: this.id, afterSeq: this.lastSeq.toString(), attachmentId: this.attachmentId,
+      }, (msg) => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => ctl.abort(new DOMException("no heartbeat", "AbortError")), WATCHDOG_MS);
+        this.setWatchState("live", "");
+        for (const ev of msg.events || []) this.apply(ev);
+      }, { signal: ctl.signal });
+    } catch (err) {
+      if (err && err.name === "AbortError") {
+        if (this.closed) throw err;
+        throw new Connect.RpcError("unavailable", String(ctl.signal.reason && ctl.signal.reason.message || "stream aborted"), { reason: "RECONNECT" });
+      }
+      throw err;
+    } finally {
+      clearTimeout(watchdog);
+      this.life.signal.removeEventListener("abort", onLife);
+      if (this.watchAbort === ctl) this.watchAbort = null;
+    }
+  }
+
+  // apply adds one event exactly once, in journal order.
+  apply(ev) {
+    const seq = u64(ev.seq);
+    if (seq <= this.lastSeq) return; // a replay of something already shown
+    this.lastSeq = seq;
+    this.view.dataset.lastSeq = seq.toString();
+    ev.seq = seq.toString();
+    this.events.set(ev.seq, ev);
+    this.transcript.append(ev);
+    if (ev.kind !== "output") this.scheduleDescribe();
+  }
+
+  // loadEarlier reads the page of events before the first one shown and
+  // renders the transcript again in order.
+  async loadEarlier() {
+    if (this.firstSeq <= 1n) return;
+    const from = this.firstSeq > REPLAY_EVENTS ? this.firstSeq - REPLAY_EVENTS : 1n;
+    try {
+      const r = await this.rpc("SessionService/ReadEvents", {
+        sessionId: this.id, fromSeq: from.toString(), limit: Number(this.firstSeq - from),
+      });
+      for (const ev of r.events || []) {
+        const seq = u64(ev.seq);
+        if (seq >= this.firstSeq) break;
+        ev.seq = seq.toString();
+        this.events.set(ev.seq, ev);
+      }
+      this.firstSeq = from;
+      $("#load-earlier").hidden = this.firstSeq <= 1n;
+      const ordered = [...this.events.values()].sort((a, b) => (u64(a.seq) < u64(b.seq) ? -1 : 1));
+      this.transcript.render(ordered);
+      this.applyDescriptor(this.desc);
+    } catch (err) {
+      this.showError(err);
+    }
+  }
+
+  // --- the descriptor ---------------------------------------------------------
+
+  scheduleDescribe() {
+    clearTimeout(this.describeSoon);
+    this.describeSoon = setTimeout(() => this.describe().catch(() => {}), 100);
+  }
+
+  async describe() {
+    if (this.closed) return;
+    const d = await this.rpc("SessionService/DescribeSession", {
+      sessionId: this.id, attachmentId: this.attachmentId,
+    }, { signal: this.life.signal });
+    if (this.closed) return;
+    this.applyDescriptor(d);
+    // Our attachment expired (a sleeping laptop, a long partition): attach
+    // again rather than act as an observer.
+    if (this.attachmentId && !(d.attachments || []).some((a) => a.attachmentId === this.attachmentId)) {
+      this.dropAttachment();
+    }
+  }
+
+  applyDescriptor(d) {
+    if (!d) return;
+    this.desc = d;
+    const s = d.session || {};
+    this.epoch = str(s.epoch || "0");
+    $("#session-title").textContent = s.title || this.id;
+    this.view.dataset.state = enumName(s.state, "SESSION_STATE_");
+    this.renderDescriptor(d);
+    this.renderAttachments(d.attachments || []);
+    this.renderControls((d.capabilities && d.capabilities.controls) || [], d.capabilities && d.capabilities.version);
+    const approval = this.control("approval.answer");
+    this.transcript.setApprovalState(!!(approval && approval.available), s.pending && s.pending.approvalSeq);
+    // Renew the lease while the descriptor says this attachment holds it,
+    // also after a reconnect; stop when it does not.
+    const release = this.control("lease.release");
+    if (release && release.available) this.startRenewing();
+    else this.stopRenewing();
+  }
+
+  control(name) {
+    const cs = (this.desc && this.desc.capabilities && this.desc.capabilities.controls) || [];
+    return cs.find((c) => c.name === name);
+  }
+
+  renderDescriptor(d) {
+    const s = d.session || {};
+    const p = s.placement || {};
+    const pend = s.pending || {};
+    const rows = [];
+    const row = (k, ...v) => rows.push(el("dt", {}, k), el("dd", { "data-field": k.toLowerCase().replace(/\s+/g, "-") }, ...v));
+    row("State", enumName(s.state, "SESSION_STATE_"), s.stopReason ? " (" + s.stopReason + ")" : "");
+    if (s.objective) row("Objective", s.objective);
+    row("Epoch", str(s.epoch || "0"), " on ", d.computeNode || p.node || "?",
+      " · ", [p.runtimeAdapter, p.provider, p.model].filter(Boolean).join(" / ") || "default adapter");
+    row("Head", "#" + str(s.headSeq || "0"));
+    const pending = [];
+    if (u64(pend.turnInputSeq)) pending.push("turn running for input #" + pend.turnInputSeq);
+    if ((pend.queuedInputs || []).length) pending.push("queued " + pend.queuedInputs.map((q) => "#" + q).join(", "));
+    if (u64(pend.approvalSeq)) pending.push("approval #" + pend.approvalSeq + " awaits an answer");
+    row("Pending", pending.join("; ") || "nothing");
+    row("Turns", str(s.turnsCompleted || "0") + " completed");
+    const l = s.lease;
+    if (l && u64(l.expiresUnixNano) > nowNanos()) {
+      const mine = l.attachmentId === this.attachmentId;
+      row("Lease", el("span", { class: mine ? "mine" : "" }, clientLabel(l.clientKind, l.clientName) + (mine ? " (this tab)" : "")),
+        " · expires " + fmtIn(l.expiresUnixNano));
+    } else {
+      row("Lease", "free");
+    }
+    $("#descriptor").replaceChildren(...rows);
+  }
+
+  renderAttachments(ats) {
+    $("#attachments").replaceChildren(...ats.map((a) => el("li", {
+      class: (a.present ? "present" : "absent") + (a.attachmentId === this.attachmentId ? " mine" : ""),
+      "data-attachment-id": a.attachmentId,
+    },
+    el("span", { class: "dot", title: a.present ? "present" : "expired" }),
+    clientLabel(a.clientKind, a.clientName), " via ", a.node || "?",
+    a.holdsLease ? el("span", { class: "badge" }, "lease") : null,
+    a.attachmentId === this.attachmentId ? el("span", { class: "badge you" }, "this tab") : null)));
+  }
+
+  // renderControls shows every control of the capability set: a working
+  // button when available, a disabled one with the reason and the handoff
+  // when not. Rows are updated in place so a click is never lost to a
+  // re-render.
+  renderControls(controls, version) {
+    const root = $("#controls");
+    root.dataset.version = str(version || "");
+    const seen = new Set();
+    for (const c of controls) {
+      seen.add(c.name);
+      let row = this.controlRows.get(c.name);
+      if (!row) {
+        row = this.controlRow(c.name);
+        this.controlRows.set(c.name, row);
+        root.append(row.e);
+      }
+      const known = CONTROLS[c.name];
+      const available = !!c.available;
+      row.e.dataset.available = String(available);
+      row.button.disabled = !available || this.busy.has(c.name) || !known || (!known.run && c.name !== "approval.answer" && c.name !== "input.text");
+      let why = "";
+      if (!available) {
+        why = [c.reason, c.message].filter(Boolean).join(": ");
+        if (c.handoff) why += " → " + c.handoff;
+      } else if (!known) {
+        why = "not supported by this page";
+      }
+      row.why.textContent = why;
+    }
+    for (const [name, row] of this.controlRows) {
+      if (!seen.has(name)) { row.e.remove(); this.controlRows.delete(name); }
+    }
+    // The input box is the input.text control itself.
+    const input = controls.find((c) => c.name === "input.text");
+    const canType = !!(input && input.available);
+    $("#input-text").disabled = !canType;
+    $("#input-send").disabled = !canType || this.busy.has("input.text");
+    $("#input-form").dataset.available = String(canType);
+    $("#input-reason").textContent = canType ? "" :
+      input ? [input.reason, input.message].filter(Boolean).join(": ") + (input.handoff ? " → " + input.handoff : "") : "";
+  }
+
+  controlRow(name) {
+    const known = CONTROLS[name];
+    const button = el("button", { type: "button", id: known && known.id, "data-control-button": name }, known ? known.label : name);
+    button.addEventListener("click", () => this.runControl(name));
+    const why = el("span", { class: "why" });
+    const e = el("div", { class: "control", "data-control": name }, button, el("code", { class: "name" }, name), why);
+    return { e, button, why };
+  }
+
+  async runControl(name) {
+    const known = CONTROLS[name];
+    if (name === "input.text") return $("#input-text").focus();
+    if (name === "approval.answer") {
+      const seq = this.desc && this.desc.session && this.desc.session.pending && this.desc.session.pending.approvalSeq;
+      const item = seq && document.querySelector('.approval[data-seq="' + seq + '"]');
+      if (item) item.scrollIntoView({ block: "center" });
+      return;
+    }
+    if (!known || !known.run) return;
+    if (known.confirm && !window.confirm(known.confirm)) return;
+    await this.act(name, () => known.run(this));
+  }
+
+  // act runs one call for a control: its button is disabled meanwhile, an
+  // error is shown inline, and the descriptor is read again either way.
+  async act(name, fn) {
+    this.busy.add(name);
+    this.applyDescriptor(this.desc);
+    $("#action-error").textContent = "";
+    try {
+      return await fn();
+    } catch (err) {
+      if (err.code === "unauthenticated") this.onUnauthenticated(err);
+      if (err.reason === "ATTACHMENT_NOT_FOUND") this.dropAttachment();
+      this.showError(err);
+      return undefined;
+    } finally {
+      this.busy.delete(name);
+      if (!this.closed) {
+        this.applyDescriptor(this.desc);
+        this.describe().catch(() => {});
+      }
+    }
+  }
+
+  showError(err) {
+    const e = $("#action-error");
+    e.textContent = errorText(err);
+    e.dataset.reason = (err && err.reason) || "";
+  }
+
+  needAttachment() {
+    if (!this.attachmentId) throw new Connect.RpcError("failed_precondition", "not attached yet; reconnecting", { reason: "NOT_ATTACHED" });
+  }
+
+  // --- the lease --------------------------------------------------------------
+
+  async takeLease(steal) {
+    this.needAttachment();
+    const r = await this.rpc("SessionService/TakeLease", { sessionId: this.id, attachmentId: this.attachmentId, steal });
+    this.startRenewing(Number(r.ttlMs || 15000));
+  }
+
+  async releaseLease() {
+    this.needAttachment();
+    this.stopRenewing();
+    await this.rpc("SessionService/ReleaseLease", { sessionId: this.id, attachmentId: this.attachmentId });
+  }
+
+  // The holder renews every ttl/3, so two missed renewals still keep it.
+  startRenewing(ttlMs) {
+    if (ttlMs) this.leaseTtlMs = ttlMs;
+    if (this.leaseTimer) return;
+    this.leaseTimer = setInterval(() => this.renewLease(), Math.max(1000, (this.leaseTtlMs || 15000) / 3));
+  }
+
+  stopRenewing() {
+    clearInterval(this.leaseTimer);
+    this.leaseTimer = null;
+  }
+
+  async renewLease() {
+    if (!this.attachmentId) return;
+    try {
+      await this.rpc("SessionService/RenewLease", { sessionId: this.id, attachmentId: this.attachmentId }, { signal: this.life.signal });
+    } catch (err) {
+      if (err.code === "unavailable" || err.name === "AbortError") return; // retry on the next tick
+      // Stolen or expired: stop renewing and show who holds it now.
+      this.stopRenewing();
+      this.showError(err);
+      this.scheduleDescribe();
+    }
+  }
+
+  // --- acting -----------------------------------------------------------------
+
+  async sendInput(text) {
+    if (!text.trim()) return;
+    const r = await this.act("input.text", async () => {
+      this.needAttachment();
+      return this.rpc("SessionService/Act", {
+        sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, input: { text },
+      });
+    });
+    if (r) {
+      $("#input-text").value = "";
+      const res = $("#input-result");
+      res.textContent = "sent as #" + r.seq;
+      res.dataset.seq = str(r.seq);
+    }
+  }
+
+  answerApproval(seq, approved) {
+    return this.act("approval.answer", async () => {
+      this.needAttachment();
+      const r = await this.rpc("SessionService/AnswerApproval", {
+        sessionId: this.id, attachmentId: this.attachmentId, approvalSeq: String(seq), approved,
+      });
+      if (r.alreadyAnswered) $("#input-result").textContent = "approval #" + seq + " was already answered";
+    });
+  }
+
+  stopSession() {
+    return this.rpc("SessionService/StopSession", { sessionId: this.id, reason: "stopped from the browser by " + this.clientName() });
+  }
+
+  setWatchState(state, detail) {
+    const e = $("#watch-state");
+    e.dataset.state = state;
+    e.textContent = state + (detail ? " — " + detail : "");
+  }
+}

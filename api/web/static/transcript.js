@@ -1,0 +1,195 @@
+// transcript.js: renders a session's journal as a conversation.
+//
+// Every event is one element .event[data-seq] showing its address (#seq),
+// the same address every other client shows for it. Consecutive output
+// chunks are joined into one reply block (the agent's reply), each chunk
+// still its own addressed element inside it. The transcript only appends;
+// loading earlier events re-renders it from the ordered list.
+"use strict";
+
+class Transcript {
+  // onAnswer(approvalSeq, approved) answers an approval from its buttons.
+  constructor(container, { onAnswer, isMine }) {
+    this.root = container;
+    this.onAnswer = onAnswer;
+    this.isMine = isMine;
+    this.reset();
+  }
+
+  reset() {
+    this.root.replaceChildren();
+    this.reply = null;       // the reply block output chunks join, while it is last
+    this.approvals = new Map(); // approval seq → its element
+    this.answered = new Map();  // approval seq → the approval.answered event
+    this.canAnswer = false;
+    this.pendingApproval = "0";
+  }
+
+  render(events) {
+    this.reset();
+    for (const ev of events) this.append(ev);
+  }
+
+  append(ev) {
+    const data = eventData(ev);
+    const stick = this.atBottom();
+    if (ev.kind === "output") {
+      this.appendChunk(ev);
+    } else {
+      this.reply = null;
+      this.root.append(this.eventElement(ev, data));
+    }
+    if (stick) this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  atBottom() {
+    const r = this.root;
+    return r.scrollHeight - r.scrollTop - r.clientHeight < 40;
+  }
+
+  addr(seq) {
+    return el("span", { class: "addr", title: "address " + seq }, "#" + seq);
+  }
+
+  // appendChunk joins an output chunk to the reply being streamed, or
+  // starts a reply block when something else came in between.
+  appendChunk(ev) {
+    if (!this.reply) {
+      const range = el("span", { class: "range" });
+      const body = el("div", { class: "body" });
+      const block = el("div", { class: "reply", "data-first-seq": ev.seq },
+        el("div", { class: "head" }, range, el("span", { class: "who agent" }, "agent")), body);
+      this.root.append(block);
+      this.reply = { block, range, body, first: ev.seq };
+    }
+    const chunk = el("span", {
+      class: "event chunk", "data-seq": ev.seq, "data-kind": ev.kind,
+      title: "#" + ev.seq + " " + fmtTime(ev.timeUnixNano),
+    }, ev.text || "");
+    this.reply.body.append(chunk);
+    this.reply.block.dataset.lastSeq = ev.seq;
+    this.reply.range.textContent = "#" + this.reply.first + (ev.seq !== this.reply.first ? "–#" + ev.seq : "");
+  }
+
+  eventElement(ev, data) {
+    const attrs = { class: "event", "data-seq": ev.seq, "data-kind": ev.kind, title: fmtTime(ev.timeUnixNano) };
+    const d = data && typeof data === "object" ? data : {};
+    switch (ev.kind) {
+      case "input": {
+        const who = clientLabel(d.client_kind, d.client_name) || "input";
+        attrs.class += " input" + (this.isMine(d.attachment_id) ? " mine" : "");
+        return el("div", attrs, this.addr(ev.seq), el("span", { class: "who" }, who), el("div", { class: "body" }, ev.text || ""));
+      }
+      case "tool.call":
+      case "tool.result":
+        attrs.class += " tool";
+        return el("div", attrs, this.addr(ev.seq), el("span", { class: "who" }, ev.kind),
+          el("div", { class: "body" }, ev.text || ""), this.dataBlock(data));
+      case "approval.requested":
+        return this.approvalElement(ev, data, attrs);
+      case "approval.answered": {
+        const seq = str(d.approval_seq);
+        this.answered.set(seq, ev);
+        this.refreshApproval(seq);
+        const verdict = d.approved ? "approved" : "denied";
+        return this.meta(ev, attrs, seq ? "approval #" + seq + " " + verdict + " by " + this.who(d) + (d.note ? ": " + d.note : "") : ev.text);
+      }
+      default:
+        return this.meta(ev, attrs, this.describe(ev, d));
+    }
+  }
+
+  // who names a client in a journal fact, marking this tab's own.
+  who(d) {
+    const name = clientLabel(d.client_kind, d.client_name) || d.attachment_id || "someone";
+    return this.isMine(d.attachment_id) ? name + " (this tab)" : name;
+  }
+
+  // describe words a lifecycle event the way the terminal client does, from
+  // its structured facts when they are there, else its text.
+  describe(ev, d) {
+    const text = ev.text || "";
+    switch (ev.kind) {
+      case "session.created": return "session created" + (text ? ": " + text : "");
+      case "session.stopped": return "session stopped" + (text ? ": " + text : "");
+      case "epoch.changed":
+        if (d.placement) {
+          const p = d.placement;
+          return "epoch " + str(d.epoch) + ": " + ([p.runtime_adapter, p.provider, p.model].filter(Boolean).join(" ") || "(no runtime adapter)") +
+            (p.node ? " on " + p.node : "");
+        }
+        break;
+      case "attachment.joined":
+        if (d.client_kind) return this.who(d) + " joined" + (d.node ? " via " + d.node : "");
+        break;
+      case "attachment.left":
+        if (d.client_kind) return this.who(d) + " left" + (d.reason ? " (" + d.reason + ")" : "");
+        break;
+      case "lease.taken":
+        if (d.attachment_id) {
+          let s = "lease taken by " + this.who(d);
+          if (d.stolen_from) s += " (stolen from " + (this.isMine(d.stolen_from) ? "this tab" : d.stolen_from_name || d.stolen_from) + ")";
+          return s;
+        }
+        break;
+      case "lease.released":
+        if (d.attachment_id) return "lease released by " + this.who(d) + (d.reason ? " (" + d.reason + ")" : "");
+        break;
+      case "turn.started": return "turn started" + (d.input_seq ? " (input #" + d.input_seq + ")" : "");
+      case "turn.completed": return "turn completed" + (text ? ": " + text : "");
+      case "note": return "note: " + text;
+    }
+    return ev.kind + (text ? ": " + text : "");
+  }
+
+  meta(ev, attrs, text) {
+    attrs.class += " meta";
+    if (ev.kind.startsWith("lease.")) attrs.class += " lease";
+    attrs.title = ev.kind + " " + (attrs.title || "");
+    return el("div", attrs, this.addr(ev.seq), el("span", { class: "body" }, text));
+  }
+
+  dataBlock(data) {
+    if (data === null || data === undefined || data === "") return null;
+    return el("pre", { class: "data" }, typeof data === "string" ? data : JSON.stringify(data, null, 1));
+  }
+
+  approvalElement(ev, data, attrs) {
+    attrs.class += " approval";
+    const status = el("div", { class: "status" });
+    const approve = el("button", { type: "button", class: "approve", "data-approval-seq": ev.seq }, "Approve");
+    const deny = el("button", { type: "button", class: "deny", "data-approval-seq": ev.seq }, "Deny");
+    approve.addEventListener("click", () => this.onAnswer(ev.seq, true));
+    deny.addEventListener("click", () => this.onAnswer(ev.seq, false));
+    const e = el("div", attrs, this.addr(ev.seq), el("span", { class: "who" }, "approval requested"),
+      el("div", { class: "body" }, ev.text || ""), this.dataBlock(data), el("div", { class: "buttons" }, approve, deny), status);
+    this.approvals.set(ev.seq, { e, approve, deny, status });
+    this.refreshApproval(ev.seq, e);
+    return e;
+  }
+
+  // setApprovalState comes from the descriptor: whether this attachment may
+  // answer and which approval the running turn waits for.
+  setApprovalState(canAnswer, pendingSeq) {
+    this.canAnswer = canAnswer;
+    this.pendingApproval = str(pendingSeq || "0");
+    for (const seq of this.approvals.keys()) this.refreshApproval(seq);
+  }
+
+  refreshApproval(seq) {
+    const a = this.approvals.get(seq);
+    if (!a) return;
+    const ans = this.answered.get(seq);
+    if (ans) {
+      const d = eventData(ans) || {};
+      a.e.dataset.answered = d.approved ? "approved" : "denied";
+      a.approve.hidden = a.deny.hidden = true;
+      a.status.replaceChildren((d.approved ? "approved" : "denied") + " by " + this.who(d) + " at ", this.addr(ans.seq));
+      return;
+    }
+    const open = this.canAnswer && this.pendingApproval === seq;
+    a.approve.disabled = a.deny.disabled = !open;
+    a.status.textContent = open ? "waiting for an answer" :
+      this.pendingApproval === seq ? "attach to answer" : "not pending";
+  }
+}
