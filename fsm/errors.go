@@ -25,6 +25,7 @@ const (
 	ReasonBusy               Reason = "BUSY"
 	ReasonNoPendingApproval  Reason = "NO_PENDING_APPROVAL"
 	ReasonTurnOrder          Reason = "TURN_ORDER"
+	ReasonBudgetExhausted    Reason = "BUDGET_EXHAUSTED"
 )
 
 // Error is a domain error produced by Apply or a read. It travels through

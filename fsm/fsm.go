@@ -134,6 +134,9 @@ type applier struct {
 	requests *bolt.Bucket
 	expiry   *bolt.Bucket
 	attach   *bolt.Bucket
+	envs     *bolt.Bucket
+	launches *bolt.Bucket
+	lineage  *bolt.Bucket
 }
 
 // appendFillPercent: journal chunks are appended at the end of their
@@ -150,6 +153,9 @@ func newApplier(tx *bolt.Tx) *applier {
 		requests: tx.Bucket(bucketRequests),
 		expiry:   tx.Bucket(bucketExpiry),
 		attach:   tx.Bucket(bucketAttachments),
+		envs:     tx.Bucket(bucketEnvelopes),
+		launches: tx.Bucket(bucketLaunches),
+		lineage:  tx.Bucket(bucketLineage),
 	}
 	a.journal.FillPercent = appendFillPercent
 	a.requests.FillPercent = appendFillPercent
@@ -236,6 +242,22 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.answerApproval(c, body.AnswerApproval)
 	case *fsmpb.Command_RunnerAppend:
 		r, err = a.runnerAppend(c, body.RunnerAppend)
+	case *fsmpb.Command_RecordUsage:
+		r, err = a.recordUsage(c, body.RecordUsage)
+	case *fsmpb.Command_FreshSession:
+		r, err = a.freshSession(c, body.FreshSession)
+	case *fsmpb.Command_ResetSession:
+		r, err = a.resetSession(c, body.ResetSession)
+	case *fsmpb.Command_ClearSession:
+		r, err = a.clearSession(c, body.ClearSession)
+	case *fsmpb.Command_ForkSession:
+		r, err = a.forkSession(c, body.ForkSession)
+	case *fsmpb.Command_BindLaunch:
+		r, err = a.bindLaunch(c, body.BindLaunch)
+	case *fsmpb.Command_ProviderSessionStart:
+		r, err = a.providerSessionStart(c, body.ProviderSessionStart)
+	case *fsmpb.Command_ProviderSessionEnd:
+		r, err = a.providerSessionEnd(c, body.ProviderSessionEnd)
 	default:
 		err = errorf(ReasonInvalidArgument, "unknown command")
 	}

@@ -16,6 +16,14 @@ const (
 	KindLeaseReleased    = "lease.released"
 	KindInput            = "input"
 	KindApprovalAnswered = "approval.answered"
+	KindResetBoundary    = "reset_boundary"
+	KindProviderBoundary = "fak.session.provider_boundary.v1"
+	KindProviderBound    = "provider.bound"
+	KindProviderEnd      = "provider.session_end"
+	KindCompaction       = "compaction"
+	KindBudgetCharged    = "budget.charged"
+	KindBudgetExhausted  = "budget.exhausted"
+	KindSessionForked    = "session.forked"
 
 	KindTurnStarted       = "turn.started"
 	KindOutput            = "output"
@@ -39,6 +47,13 @@ var systemKinds = map[string]bool{
 	KindLeaseReleased:    true,
 	KindInput:            true,
 	KindApprovalAnswered: true,
+	KindResetBoundary:    true,
+	KindProviderBoundary: true,
+	KindProviderBound:    true,
+	KindProviderEnd:      true,
+	KindBudgetCharged:    true,
+	KindBudgetExhausted:  true,
+	KindSessionForked:    true,
 }
 
 // runnerKinds are written by the runner of the current epoch (RunnerAppend).
@@ -53,10 +68,9 @@ var runnerKinds = map[string]bool{
 
 // clientKinds may be appended through AppendEvents by any client.
 var clientKinds = map[string]bool{
-	KindNote:                           true,
-	"checkpoint":                       true,
-	"compaction":                       true,
-	"fak.session.provider_boundary.v1": true,
+	KindNote:       true,
+	"checkpoint":   true,
+	KindCompaction: true,
 }
 
 // AppendableKind reports whether clients may append events of this kind.

@@ -115,7 +115,11 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 		UpdatedUnixNano: c.TimeUnixNano,
 		Epoch:           1,
 		Placement:       placement,
+		EnvelopeId:      cmd.SessionId,
+		ContextCap:      cmd.Policy.GetContextCap(),
+		Provider:        placement.Provider,
 	}
+	a.newEnvelope(c, s.EnvelopeId, cmd.Policy)
 	a.putEvents(
 		newEvent(s, c, KindSessionCreated, cmd.Title, nil),
 		newEvent(s, c, KindEpochChanged, epochText(1, placement), fact(epochFact{Epoch: 1, Placement: placementFactOf(placement)})),

@@ -18,11 +18,15 @@ var (
 	bucketExpiry   = []byte("expiry")   // time(8) request_id → nil: dedup retention index
 	// session_id 0x00 attachment_id → fsmpb.Attachment
 	bucketAttachments = []byte("attachments")
+	bucketEnvelopes   = []byte("envelopes") // envelope_id → fsmpb.Envelope
+	bucketLaunches    = []byte("launches")  // launch_id → fsmpb.Launch
+	// parent_session 0x00 child_session → fsmpb.LineageEdge
+	bucketLineage = []byte("lineage")
 
 	keyAppliedIndex = []byte("applied_index")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments}
+var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage}
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //

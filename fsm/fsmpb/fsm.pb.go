@@ -98,6 +98,14 @@ type Command struct {
 	//	*Command_SubmitInput
 	//	*Command_AnswerApproval
 	//	*Command_RunnerAppend
+	//	*Command_RecordUsage
+	//	*Command_FreshSession
+	//	*Command_ResetSession
+	//	*Command_ClearSession
+	//	*Command_ForkSession
+	//	*Command_BindLaunch
+	//	*Command_ProviderSessionStart
+	//	*Command_ProviderSessionEnd
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -262,6 +270,78 @@ func (x *Command) GetRunnerAppend() *RunnerAppend {
 	return nil
 }
 
+func (x *Command) GetRecordUsage() *RecordUsage {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RecordUsage); ok {
+			return x.RecordUsage
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetFreshSession() *FreshSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_FreshSession); ok {
+			return x.FreshSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetResetSession() *ResetSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ResetSession); ok {
+			return x.ResetSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetClearSession() *ClearSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ClearSession); ok {
+			return x.ClearSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetForkSession() *ForkSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ForkSession); ok {
+			return x.ForkSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetBindLaunch() *BindLaunch {
+	if x != nil {
+		if x, ok := x.Body.(*Command_BindLaunch); ok {
+			return x.BindLaunch
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetProviderSessionStart() *ProviderSessionStart {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ProviderSessionStart); ok {
+			return x.ProviderSessionStart
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetProviderSessionEnd() *ProviderSessionEnd {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ProviderSessionEnd); ok {
+			return x.ProviderSessionEnd
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -314,6 +394,38 @@ type Command_RunnerAppend struct {
 	RunnerAppend *RunnerAppend `protobuf:"bytes,21,opt,name=runner_append,json=runnerAppend,proto3,oneof"`
 }
 
+type Command_RecordUsage struct {
+	RecordUsage *RecordUsage `protobuf:"bytes,22,opt,name=record_usage,json=recordUsage,proto3,oneof"`
+}
+
+type Command_FreshSession struct {
+	FreshSession *FreshSession `protobuf:"bytes,23,opt,name=fresh_session,json=freshSession,proto3,oneof"`
+}
+
+type Command_ResetSession struct {
+	ResetSession *ResetSession `protobuf:"bytes,24,opt,name=reset_session,json=resetSession,proto3,oneof"`
+}
+
+type Command_ClearSession struct {
+	ClearSession *ClearSession `protobuf:"bytes,25,opt,name=clear_session,json=clearSession,proto3,oneof"`
+}
+
+type Command_ForkSession struct {
+	ForkSession *ForkSession `protobuf:"bytes,26,opt,name=fork_session,json=forkSession,proto3,oneof"`
+}
+
+type Command_BindLaunch struct {
+	BindLaunch *BindLaunch `protobuf:"bytes,27,opt,name=bind_launch,json=bindLaunch,proto3,oneof"`
+}
+
+type Command_ProviderSessionStart struct {
+	ProviderSessionStart *ProviderSessionStart `protobuf:"bytes,28,opt,name=provider_session_start,json=providerSessionStart,proto3,oneof"`
+}
+
+type Command_ProviderSessionEnd struct {
+	ProviderSessionEnd *ProviderSessionEnd `protobuf:"bytes,29,opt,name=provider_session_end,json=providerSessionEnd,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -337,6 +449,22 @@ func (*Command_SubmitInput) isCommand_Body() {}
 func (*Command_AnswerApproval) isCommand_Body() {}
 
 func (*Command_RunnerAppend) isCommand_Body() {}
+
+func (*Command_RecordUsage) isCommand_Body() {}
+
+func (*Command_FreshSession) isCommand_Body() {}
+
+func (*Command_ResetSession) isCommand_Body() {}
+
+func (*Command_ClearSession) isCommand_Body() {}
+
+func (*Command_ForkSession) isCommand_Body() {}
+
+func (*Command_BindLaunch) isCommand_Body() {}
+
+func (*Command_ProviderSessionStart) isCommand_Body() {}
+
+func (*Command_ProviderSessionEnd) isCommand_Body() {}
 
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
@@ -392,7 +520,10 @@ type CreateSession struct {
 	Title     string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
 	Objective string `protobuf:"bytes,3,opt,name=objective,proto3" json:"objective,omitempty"`
 	// Where the first execution epoch runs (epoch 1).
-	Placement     *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	Placement *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	// Budget limits of the new envelope and the context cap; zero limits are
+	// unlimited.
+	Policy        *Policy `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +586,996 @@ func (x *CreateSession) GetPlacement() *Placement {
 	return nil
 }
 
+func (x *CreateSession) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// Budget counts what a lineage may spend (limits) or has spent (used).
+type Budget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Turns         uint64                 `protobuf:"varint,1,opt,name=turns,proto3" json:"turns,omitempty"`
+	OutputTokens  uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	Queries       uint64                 `protobuf:"varint,3,opt,name=queries,proto3" json:"queries,omitempty"`
+	SpendMicros   uint64                 `protobuf:"varint,4,opt,name=spend_micros,json=spendMicros,proto3" json:"spend_micros,omitempty"` // spend in millionths of a currency unit
+	ToolCalls     uint64                 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Budget) GetTurns() uint64 {
+	if x != nil {
+		return x.Turns
+	}
+	return 0
+}
+
+func (x *Budget) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetQueries() uint64 {
+	if x != nil {
+		return x.Queries
+	}
+	return 0
+}
+
+func (x *Budget) GetSpendMicros() uint64 {
+	if x != nil {
+		return x.SpendMicros
+	}
+	return 0
+}
+
+func (x *Budget) GetToolCalls() uint64 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+// Policy is chosen at CreateSession (node defaults fill gaps).
+type Policy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limits        *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	ContextCap    uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"` // context tokens per logical session; 0 = unlimited
+	Priority      string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace          string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope    string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Policy) GetLimits() *Budget {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Policy) GetContextCap() uint64 {
+	if x != nil {
+		return x.ContextCap
+	}
+	return 0
+}
+
+func (x *Policy) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *Policy) GetPace() string {
+	if x != nil {
+		return x.Pace
+	}
+	return ""
+}
+
+func (x *Policy) GetQaEnvelope() string {
+	if x != nil {
+		return x.QaEnvelope
+	}
+	return ""
+}
+
+// Envelope is the budget shared by a session lineage: every boundary
+// (clear, new, fork, reset, fresh) keeps it, so no reset launders quota.
+type Envelope struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	EnvelopeId         string                 `protobuf:"bytes,1,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	Limits             *Budget                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	Used               *Budget                `protobuf:"bytes,3,opt,name=used,proto3" json:"used,omitempty"`
+	CreatedUnixNano    int64                  `protobuf:"varint,4,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"` // wall-clock elapsed is measured from here
+	LastChargeUnixNano int64                  `protobuf:"varint,5,opt,name=last_charge_unix_nano,json=lastChargeUnixNano,proto3" json:"last_charge_unix_nano,omitempty"`
+	Priority           string                 `protobuf:"bytes,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace               string                 `protobuf:"bytes,7,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope         string                 `protobuf:"bytes,8,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	Sessions           uint32                 `protobuf:"varint,9,opt,name=sessions,proto3" json:"sessions,omitempty"`  // sessions sharing it
+	Refusals           uint64                 `protobuf:"varint,10,opt,name=refusals,proto3" json:"refusals,omitempty"` // charges refused with BUDGET_EXHAUSTED
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Envelope) Reset() {
+	*x = Envelope{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Envelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Envelope) ProtoMessage() {}
+
+func (x *Envelope) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
+func (*Envelope) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Envelope) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *Envelope) GetLimits() *Budget {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Envelope) GetUsed() *Budget {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *Envelope) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *Envelope) GetLastChargeUnixNano() int64 {
+	if x != nil {
+		return x.LastChargeUnixNano
+	}
+	return 0
+}
+
+func (x *Envelope) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *Envelope) GetPace() string {
+	if x != nil {
+		return x.Pace
+	}
+	return ""
+}
+
+func (x *Envelope) GetQaEnvelope() string {
+	if x != nil {
+		return x.QaEnvelope
+	}
+	return ""
+}
+
+func (x *Envelope) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *Envelope) GetRefusals() uint64 {
+	if x != nil {
+		return x.Refusals
+	}
+	return 0
+}
+
+// RecordUsage charges a model request to a session (trace id) or, without
+// one, to a launch's default session.
+type RecordUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	LaunchId      string                 `protobuf:"bytes,2,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Usage         *Budget                `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	ContextTokens uint64                 `protobuf:"varint,4,opt,name=context_tokens,json=contextTokens,proto3" json:"context_tokens,omitempty"` // tokens of context this request used
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordUsage) Reset() {
+	*x = RecordUsage{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordUsage) ProtoMessage() {}
+
+func (x *RecordUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
+func (*RecordUsage) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RecordUsage) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RecordUsage) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *RecordUsage) GetUsage() *Budget {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *RecordUsage) GetContextTokens() uint64 {
+	if x != nil {
+		return x.ContextTokens
+	}
+	return 0
+}
+
+// FreshSession rotates the provider-facing id (a new epoch binding) and
+// prunes cached provider state; nothing else changes.
+type FreshSession struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SessionId         string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ProviderSessionId string                 `protobuf:"bytes,2,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"` // leader-generated
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *FreshSession) Reset() {
+	*x = FreshSession{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreshSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreshSession) ProtoMessage() {}
+
+func (x *FreshSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
+func (*FreshSession) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FreshSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *FreshSession) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+// ResetSession appends a reset_boundary: the model context is rebuilt from
+// the events after it; queued input and pending turn state are cleared.
+type ResetSession struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SessionId         string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	ProviderSessionId string                 `protobuf:"bytes,2,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"` // leader-generated: the provider-facing id rotates
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ResetSession) Reset() {
+	*x = ResetSession{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSession) ProtoMessage() {}
+
+func (x *ResetSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
+func (*ResetSession) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResetSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ResetSession) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+// ClearSession ends a logical session and opens its child (clear or new).
+type ClearSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// "clear" or "new".
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// PROVIDER_SESSION_CLEAR, USER_CLEAR or USER_NEW.
+	Reason   string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The provider's new conversation id; the child's id derives from
+	// (session_id, provider_session_id), so a repeat is a no-op.
+	ProviderSessionId string `protobuf:"bytes,5,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ClearSession) Reset() {
+	*x = ClearSession{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearSession) ProtoMessage() {}
+
+func (x *ClearSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
+func (*ClearSession) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClearSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ClearSession) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ClearSession) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ClearSession) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ClearSession) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+// ForkSession copies a session's history up to an address into a new
+// session of the same envelope; the source keeps running.
+type ForkSession struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	SourceSessionId   string                 `protobuf:"bytes,1,opt,name=source_session_id,json=sourceSessionId,proto3" json:"source_session_id,omitempty"`
+	AtSeq             uint64                 `protobuf:"varint,2,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"`                          // 0 = head
+	ForkSessionId     string                 `protobuf:"bytes,3,opt,name=fork_session_id,json=forkSessionId,proto3" json:"fork_session_id,omitempty"` // leader-generated (or derived for hooks)
+	ProviderSessionId string                 `protobuf:"bytes,4,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ForkSession) Reset() {
+	*x = ForkSession{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSession) ProtoMessage() {}
+
+func (x *ForkSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
+func (*ForkSession) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForkSession) GetSourceSessionId() string {
+	if x != nil {
+		return x.SourceSessionId
+	}
+	return ""
+}
+
+func (x *ForkSession) GetAtSeq() uint64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *ForkSession) GetForkSessionId() string {
+	if x != nil {
+		return x.ForkSessionId
+	}
+	return ""
+}
+
+func (x *ForkSession) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+// BindLaunch records a guarded launch and its default session.
+type BindLaunch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LaunchId      string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	SessionId     string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindLaunch) Reset() {
+	*x = BindLaunch{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindLaunch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindLaunch) ProtoMessage() {}
+
+func (x *BindLaunch) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
+func (*BindLaunch) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BindLaunch) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *BindLaunch) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *BindLaunch) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ProviderSessionStart is a provider's SessionStart hook, as the guard of
+// a launch reports it; the FSM interprets it (DESIGN.md §5 provider table).
+type ProviderSessionStart struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	LaunchId string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Provider string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// startup, resume, clear, compact, fork
+	Source            string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	ProviderSessionId string `protobuf:"bytes,4,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	// The provider's other fields, kept as metadata (JSON).
+	Metadata      []byte `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderSessionStart) Reset() {
+	*x = ProviderSessionStart{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderSessionStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderSessionStart) ProtoMessage() {}
+
+func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
+func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ProviderSessionStart) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *ProviderSessionStart) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderSessionStart) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ProviderSessionStart) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+func (x *ProviderSessionStart) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// ProviderSessionEnd is a SessionEnd hook: an audit event only.
+type ProviderSessionEnd struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	LaunchId          string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Provider          string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Reason            string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	ProviderSessionId string                 `protobuf:"bytes,4,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	Metadata          []byte                 `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ProviderSessionEnd) Reset() {
+	*x = ProviderSessionEnd{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderSessionEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderSessionEnd) ProtoMessage() {}
+
+func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
+func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ProviderSessionEnd) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *ProviderSessionEnd) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderSessionEnd) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProviderSessionEnd) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+func (x *ProviderSessionEnd) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// Launch is one guarded harness run.
+type Launch struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	LaunchId string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Provider string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Requests without a trace id charge this session; a clear moves it.
+	DefaultSession string `protobuf:"bytes,3,opt,name=default_session,json=defaultSession,proto3" json:"default_session,omitempty"`
+	// The provider conversation id the launch is bound to ("" before startup).
+	ProviderSessionId string `protobuf:"bytes,4,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	CreatedUnixNano   int64  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	UpdatedUnixNano   int64  `protobuf:"varint,6,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Launch) Reset() {
+	*x = Launch{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Launch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Launch) ProtoMessage() {}
+
+func (x *Launch) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Launch.ProtoReflect.Descriptor instead.
+func (*Launch) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Launch) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *Launch) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Launch) GetDefaultSession() string {
+	if x != nil {
+		return x.DefaultSession
+	}
+	return ""
+}
+
+func (x *Launch) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+func (x *Launch) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *Launch) GetUpdatedUnixNano() int64 {
+	if x != nil {
+		return x.UpdatedUnixNano
+	}
+	return 0
+}
+
+// LineageEdge links a parent session to a child (stored per parent).
+type LineageEdge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        string                 `protobuf:"bytes,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Child         string                 `protobuf:"bytes,2,opt,name=child,proto3" json:"child,omitempty"`
+	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`             // clear, new, fork
+	AtSeq         uint64                 `protobuf:"varint,4,opt,name=at_seq,json=atSeq,proto3" json:"at_seq,omitempty"` // fork address
+	TimeUnixNano  int64                  `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LineageEdge) Reset() {
+	*x = LineageEdge{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LineageEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LineageEdge) ProtoMessage() {}
+
+func (x *LineageEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
+func (*LineageEdge) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LineageEdge) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *LineageEdge) GetChild() string {
+	if x != nil {
+		return x.Child
+	}
+	return ""
+}
+
+func (x *LineageEdge) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *LineageEdge) GetAtSeq() uint64 {
+	if x != nil {
+		return x.AtSeq
+	}
+	return 0
+}
+
+func (x *LineageEdge) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
 // Placement is where and how an execution epoch runs.
 type Placement struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -469,7 +1590,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +1602,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +1615,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -548,7 +1669,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +1681,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +1694,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -637,7 +1758,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +1770,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +1783,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -699,7 +1820,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1832,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1845,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -760,7 +1881,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +1893,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +1906,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -827,7 +1948,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1960,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1973,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -890,7 +2011,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +2023,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +2036,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -952,7 +2073,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +2085,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +2098,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -1022,7 +2143,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +2155,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +2168,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -1099,7 +2220,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +2232,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +2245,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -1161,7 +2282,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +2294,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +2307,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -1221,7 +2342,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +2354,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +2367,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EventInput) GetKind() string {
@@ -1280,7 +2401,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +2413,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +2426,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -1332,6 +2453,8 @@ type Result struct {
 	//	*Result_Session
 	//	*Result_Append
 	//	*Result_Attachment
+	//	*Result_Envelope
+	//	*Result_Boundary
 	Body isResult_Body `protobuf_oneof:"body"`
 	// Set when the command changed nothing because it had already happened
 	// (an approval answered twice, a lease released twice).
@@ -1342,7 +2465,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +2477,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +2490,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Result) GetError() *Error {
@@ -1411,6 +2534,24 @@ func (x *Result) GetAttachment() *Attachment {
 	return nil
 }
 
+func (x *Result) GetEnvelope() *Envelope {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Envelope); ok {
+			return x.Envelope
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetBoundary() *Boundary {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Boundary); ok {
+			return x.Boundary
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetNoOp() bool {
 	if x != nil {
 		return x.NoOp
@@ -1434,11 +2575,23 @@ type Result_Attachment struct {
 	Attachment *Attachment `protobuf:"bytes,12,opt,name=attachment,proto3,oneof"`
 }
 
+type Result_Envelope struct {
+	Envelope *Envelope `protobuf:"bytes,13,opt,name=envelope,proto3,oneof"`
+}
+
+type Result_Boundary struct {
+	Boundary *Boundary `protobuf:"bytes,14,opt,name=boundary,proto3,oneof"`
+}
+
 func (*Result_Session) isResult_Body() {}
 
 func (*Result_Append) isResult_Body() {}
 
 func (*Result_Attachment) isResult_Body() {}
+
+func (*Result_Envelope) isResult_Body() {}
+
+func (*Result_Boundary) isResult_Body() {}
 
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1454,7 +2607,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +2619,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +2632,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Error) GetReason() string {
@@ -1514,7 +2667,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +2679,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +2692,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -1591,13 +2744,29 @@ type Session struct {
 	Approval       *Approval `protobuf:"bytes,15,opt,name=approval,proto3" json:"approval,omitempty"`
 	TurnsCompleted uint64    `protobuf:"varint,16,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
 	Attachments    uint32    `protobuf:"varint,17,opt,name=attachments,proto3" json:"attachments,omitempty"` // attachments currently registered
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Budget: the lineage's shared envelope, and this session's context axis.
+	EnvelopeId  string `protobuf:"bytes,18,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	ContextCap  uint64 `protobuf:"varint,19,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"`
+	ContextUsed uint64 `protobuf:"varint,20,opt,name=context_used,json=contextUsed,proto3" json:"context_used,omitempty"`
+	// The provider-facing binding of the current epoch.
+	Provider          string `protobuf:"bytes,21,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderSessionId string `protobuf:"bytes,22,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	// Cached provider state entries (pruned by fresh).
+	ProviderCacheEntries uint32 `protobuf:"varint,23,opt,name=provider_cache_entries,json=providerCacheEntries,proto3" json:"provider_cache_entries,omitempty"`
+	// Lineage.
+	ParentSession  string `protobuf:"bytes,24,opt,name=parent_session,json=parentSession,proto3" json:"parent_session,omitempty"`
+	ForkAddress    uint64 `protobuf:"varint,25,opt,name=fork_address,json=forkAddress,proto3" json:"fork_address,omitempty"`
+	BoundarySource string `protobuf:"bytes,26,opt,name=boundary_source,json=boundarySource,proto3" json:"boundary_source,omitempty"` // clear, new, fork ("" for a root)
+	// Seq of the last reset_boundary (0: none): context rebuilds after it.
+	ResetSeq      uint64 `protobuf:"varint,27,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
+	Resets        uint64 `protobuf:"varint,28,opt,name=resets,proto3" json:"resets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +2778,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +2791,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Session) GetSessionId() string {
@@ -1744,6 +2913,83 @@ func (x *Session) GetAttachments() uint32 {
 	return 0
 }
 
+func (x *Session) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *Session) GetContextCap() uint64 {
+	if x != nil {
+		return x.ContextCap
+	}
+	return 0
+}
+
+func (x *Session) GetContextUsed() uint64 {
+	if x != nil {
+		return x.ContextUsed
+	}
+	return 0
+}
+
+func (x *Session) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Session) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+func (x *Session) GetProviderCacheEntries() uint32 {
+	if x != nil {
+		return x.ProviderCacheEntries
+	}
+	return 0
+}
+
+func (x *Session) GetParentSession() string {
+	if x != nil {
+		return x.ParentSession
+	}
+	return ""
+}
+
+func (x *Session) GetForkAddress() uint64 {
+	if x != nil {
+		return x.ForkAddress
+	}
+	return 0
+}
+
+func (x *Session) GetBoundarySource() string {
+	if x != nil {
+		return x.BoundarySource
+	}
+	return ""
+}
+
+func (x *Session) GetResetSeq() uint64 {
+	if x != nil {
+		return x.ResetSeq
+	}
+	return 0
+}
+
+func (x *Session) GetResets() uint64 {
+	if x != nil {
+		return x.Resets
+	}
+	return 0
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
@@ -1757,7 +3003,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +3015,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +3028,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -1833,7 +3079,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +3091,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +3104,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -1914,7 +3160,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +3172,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +3185,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -2021,7 +3267,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +3279,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +3292,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Event) GetSessionId() string {
@@ -2110,7 +3356,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +3368,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +3381,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -2145,12 +3391,84 @@ func (x *EventChunk) GetEvents() []*Event {
 	return nil
 }
 
+// Boundary is the result of a ledger operation or provider hook.
+type Boundary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened: bound, no_op, fresh, reset, clear, new, fork, resume,
+	// compact.
+	Action          string   `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Session         *Session `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"` // the session in force afterwards (child, or same)
+	PreviousSession string   `protobuf:"bytes,3,opt,name=previous_session,json=previousSession,proto3" json:"previous_session,omitempty"`
+	Pruned          uint32   `protobuf:"varint,4,opt,name=pruned,proto3" json:"pruned,omitempty"` // fresh: provider cache entries pruned
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Boundary) Reset() {
+	*x = Boundary{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Boundary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Boundary) ProtoMessage() {}
+
+func (x *Boundary) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
+func (*Boundary) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Boundary) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Boundary) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *Boundary) GetPreviousSession() string {
+	if x != nil {
+		return x.PreviousSession
+	}
+	return ""
+}
+
+func (x *Boundary) GetPruned() uint32 {
+	if x != nil {
+		return x.Pruned
+	}
+	return 0
+}
+
 var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xa7\x06\n" +
+	"fak.fsm.v1\"\xcf\n" +
+	"\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -2170,16 +3488,112 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rrelease_lease\x18\x12 \x01(\v2\x18.fak.fsm.v1.ReleaseLeaseH\x00R\freleaseLease\x12<\n" +
 	"\fsubmit_input\x18\x13 \x01(\v2\x17.fak.fsm.v1.SubmitInputH\x00R\vsubmitInput\x12E\n" +
 	"\x0fanswer_approval\x18\x14 \x01(\v2\x1a.fak.fsm.v1.AnswerApprovalH\x00R\x0eanswerApproval\x12?\n" +
-	"\rrunner_append\x18\x15 \x01(\v2\x18.fak.fsm.v1.RunnerAppendH\x00R\frunnerAppendB\x06\n" +
+	"\rrunner_append\x18\x15 \x01(\v2\x18.fak.fsm.v1.RunnerAppendH\x00R\frunnerAppend\x12<\n" +
+	"\frecord_usage\x18\x16 \x01(\v2\x17.fak.fsm.v1.RecordUsageH\x00R\vrecordUsage\x12?\n" +
+	"\rfresh_session\x18\x17 \x01(\v2\x18.fak.fsm.v1.FreshSessionH\x00R\ffreshSession\x12?\n" +
+	"\rreset_session\x18\x18 \x01(\v2\x18.fak.fsm.v1.ResetSessionH\x00R\fresetSession\x12?\n" +
+	"\rclear_session\x18\x19 \x01(\v2\x18.fak.fsm.v1.ClearSessionH\x00R\fclearSession\x12<\n" +
+	"\ffork_session\x18\x1a \x01(\v2\x17.fak.fsm.v1.ForkSessionH\x00R\vforkSession\x129\n" +
+	"\vbind_launch\x18\x1b \x01(\v2\x16.fak.fsm.v1.BindLaunchH\x00R\n" +
+	"bindLaunch\x12X\n" +
+	"\x16provider_session_start\x18\x1c \x01(\v2 .fak.fsm.v1.ProviderSessionStartH\x00R\x14providerSessionStart\x12R\n" +
+	"\x14provider_session_end\x18\x1d \x01(\v2\x1e.fak.fsm.v1.ProviderSessionEndH\x00R\x12providerSessionEndB\x06\n" +
 	"\x04body\"8\n" +
 	"\x05Batch\x12/\n" +
-	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\x97\x01\n" +
+	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\xc3\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1c\n" +
 	"\tobjective\x18\x03 \x01(\tR\tobjective\x123\n" +
-	"\tplacement\x18\x04 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\"\x9b\x01\n" +
+	"\tplacement\x18\x04 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\x12*\n" +
+	"\x06policy\x18\x05 \x01(\v2\x12.fak.fsm.v1.PolicyR\x06policy\"\x9f\x01\n" +
+	"\x06Budget\x12\x14\n" +
+	"\x05turns\x18\x01 \x01(\x04R\x05turns\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x18\n" +
+	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
+	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xa6\x01\n" +
+	"\x06Policy\x12*\n" +
+	"\x06limits\x18\x01 \x01(\v2\x12.fak.fsm.v1.BudgetR\x06limits\x12\x1f\n" +
+	"\vcontext_cap\x18\x02 \x01(\x04R\n" +
+	"contextCap\x12\x1a\n" +
+	"\bpriority\x18\x03 \x01(\tR\bpriority\x12\x12\n" +
+	"\x04pace\x18\x04 \x01(\tR\x04pace\x12\x1f\n" +
+	"\vqa_envelope\x18\x05 \x01(\tR\n" +
+	"qaEnvelope\"\xe7\x02\n" +
+	"\bEnvelope\x12\x1f\n" +
+	"\venvelope_id\x18\x01 \x01(\tR\n" +
+	"envelopeId\x12*\n" +
+	"\x06limits\x18\x02 \x01(\v2\x12.fak.fsm.v1.BudgetR\x06limits\x12&\n" +
+	"\x04used\x18\x03 \x01(\v2\x12.fak.fsm.v1.BudgetR\x04used\x12*\n" +
+	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\x121\n" +
+	"\x15last_charge_unix_nano\x18\x05 \x01(\x03R\x12lastChargeUnixNano\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\tR\bpriority\x12\x12\n" +
+	"\x04pace\x18\a \x01(\tR\x04pace\x12\x1f\n" +
+	"\vqa_envelope\x18\b \x01(\tR\n" +
+	"qaEnvelope\x12\x1a\n" +
+	"\bsessions\x18\t \x01(\rR\bsessions\x12\x1a\n" +
+	"\brefusals\x18\n" +
+	" \x01(\x04R\brefusals\"\x9a\x01\n" +
+	"\vRecordUsage\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tlaunch_id\x18\x02 \x01(\tR\blaunchId\x12(\n" +
+	"\x05usage\x18\x03 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x12%\n" +
+	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\"]\n" +
+	"\fFreshSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12.\n" +
+	"\x13provider_session_id\x18\x02 \x01(\tR\x11providerSessionId\"]\n" +
+	"\fResetSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12.\n" +
+	"\x13provider_session_id\x18\x02 \x01(\tR\x11providerSessionId\"\xa9\x01\n" +
+	"\fClearSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bprovider\x18\x04 \x01(\tR\bprovider\x12.\n" +
+	"\x13provider_session_id\x18\x05 \x01(\tR\x11providerSessionId\"\xa8\x01\n" +
+	"\vForkSession\x12*\n" +
+	"\x11source_session_id\x18\x01 \x01(\tR\x0fsourceSessionId\x12\x15\n" +
+	"\x06at_seq\x18\x02 \x01(\x04R\x05atSeq\x12&\n" +
+	"\x0ffork_session_id\x18\x03 \x01(\tR\rforkSessionId\x12.\n" +
+	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\"d\n" +
+	"\n" +
+	"BindLaunch\x12\x1b\n" +
+	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\"\xb3\x01\n" +
+	"\x14ProviderSessionStart\x12\x1b\n" +
+	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12.\n" +
+	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\fR\bmetadata\"\xb1\x01\n" +
+	"\x12ProviderSessionEnd\x12\x1b\n" +
+	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12.\n" +
+	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\fR\bmetadata\"\xf2\x01\n" +
+	"\x06Launch\x12\x1b\n" +
+	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12'\n" +
+	"\x0fdefault_session\x18\x03 \x01(\tR\x0edefaultSession\x12.\n" +
+	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12*\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
+	"\x11updated_unix_nano\x18\x06 \x01(\x03R\x0fupdatedUnixNano\"\x90\x01\n" +
+	"\vLineageEdge\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x14\n" +
+	"\x05child\x18\x02 \x01(\tR\x05child\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x15\n" +
+	"\x06at_seq\x18\x04 \x01(\x04R\x05atSeq\x12$\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"\x9b\x01\n" +
 	"\tPlacement\x12'\n" +
 	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
@@ -2257,7 +3671,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vStopSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xed\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd5\x02\n" +
 	"\x06Result\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.fak.fsm.v1.ErrorR\x05error\x12/\n" +
 	"\asession\x18\n" +
@@ -2265,7 +3679,9 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06append\x18\v \x01(\v2\x18.fak.fsm.v1.AppendResultH\x00R\x06append\x128\n" +
 	"\n" +
 	"attachment\x18\f \x01(\v2\x16.fak.fsm.v1.AttachmentH\x00R\n" +
-	"attachment\x12\x13\n" +
+	"attachment\x122\n" +
+	"\benvelope\x18\r \x01(\v2\x14.fak.fsm.v1.EnvelopeH\x00R\benvelope\x122\n" +
+	"\bboundary\x18\x0e \x01(\v2\x14.fak.fsm.v1.BoundaryH\x00R\bboundary\x12\x13\n" +
 	"\x05no_op\x18\x02 \x01(\bR\x04noOpB\x06\n" +
 	"\x04body\"T\n" +
 	"\x05Error\x12\x16\n" +
@@ -2276,7 +3692,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x8e\x05\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x9d\b\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2297,7 +3713,20 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x14pending_approval_seq\x18\x0e \x01(\x04R\x12pendingApprovalSeq\x120\n" +
 	"\bapproval\x18\x0f \x01(\v2\x14.fak.fsm.v1.ApprovalR\bapproval\x12'\n" +
 	"\x0fturns_completed\x18\x10 \x01(\x04R\x0eturnsCompleted\x12 \n" +
-	"\vattachments\x18\x11 \x01(\rR\vattachments\"\xc2\x01\n" +
+	"\vattachments\x18\x11 \x01(\rR\vattachments\x12\x1f\n" +
+	"\venvelope_id\x18\x12 \x01(\tR\n" +
+	"envelopeId\x12\x1f\n" +
+	"\vcontext_cap\x18\x13 \x01(\x04R\n" +
+	"contextCap\x12!\n" +
+	"\fcontext_used\x18\x14 \x01(\x04R\vcontextUsed\x12\x1a\n" +
+	"\bprovider\x18\x15 \x01(\tR\bprovider\x12.\n" +
+	"\x13provider_session_id\x18\x16 \x01(\tR\x11providerSessionId\x124\n" +
+	"\x16provider_cache_entries\x18\x17 \x01(\rR\x14providerCacheEntries\x12%\n" +
+	"\x0eparent_session\x18\x18 \x01(\tR\rparentSession\x12!\n" +
+	"\ffork_address\x18\x19 \x01(\x04R\vforkAddress\x12'\n" +
+	"\x0fboundary_source\x18\x1a \x01(\tR\x0eboundarySource\x12\x1b\n" +
+	"\treset_seq\x18\x1b \x01(\x04R\bresetSeq\x12\x16\n" +
+	"\x06resets\x18\x1c \x01(\x04R\x06resets\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -2338,7 +3767,12 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"request_id\x18\a \x01(\tR\trequestId\"7\n" +
 	"\n" +
 	"EventChunk\x12)\n" +
-	"\x06events\x18\x01 \x03(\v2\x11.fak.fsm.v1.EventR\x06events*b\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.fak.fsm.v1.EventR\x06events\"\x94\x01\n" +
+	"\bBoundary\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12-\n" +
+	"\asession\x18\x02 \x01(\v2\x13.fak.fsm.v1.SessionR\asession\x12)\n" +
+	"\x10previous_session\x18\x03 \x01(\tR\x0fpreviousSession\x12\x16\n" +
+	"\x06pruned\x18\x04 \x01(\rR\x06pruned*b\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SESSION_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -2357,66 +3791,96 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
-	(SessionState)(0),      // 0: fak.fsm.v1.SessionState
-	(*Command)(nil),        // 1: fak.fsm.v1.Command
-	(*Batch)(nil),          // 2: fak.fsm.v1.Batch
-	(*CreateSession)(nil),  // 3: fak.fsm.v1.CreateSession
-	(*Placement)(nil),      // 4: fak.fsm.v1.Placement
-	(*Attach)(nil),         // 5: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),      // 6: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),         // 7: fak.fsm.v1.Detach
-	(*TakeLease)(nil),      // 8: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),     // 9: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),   // 10: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),    // 11: fak.fsm.v1.SubmitInput
-	(*AnswerApproval)(nil), // 12: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),   // 13: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),   // 14: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),     // 15: fak.fsm.v1.EventInput
-	(*StopSession)(nil),    // 16: fak.fsm.v1.StopSession
-	(*Result)(nil),         // 17: fak.fsm.v1.Result
-	(*Error)(nil),          // 18: fak.fsm.v1.Error
-	(*AppendResult)(nil),   // 19: fak.fsm.v1.AppendResult
-	(*Session)(nil),        // 20: fak.fsm.v1.Session
-	(*Lease)(nil),          // 21: fak.fsm.v1.Lease
-	(*Approval)(nil),       // 22: fak.fsm.v1.Approval
-	(*Attachment)(nil),     // 23: fak.fsm.v1.Attachment
-	(*Event)(nil),          // 24: fak.fsm.v1.Event
-	(*EventChunk)(nil),     // 25: fak.fsm.v1.EventChunk
+	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
+	(*Command)(nil),              // 1: fak.fsm.v1.Command
+	(*Batch)(nil),                // 2: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 3: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 4: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 5: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 6: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 7: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 8: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 9: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 10: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 11: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 12: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 13: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 14: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 15: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 16: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 17: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 18: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 19: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 20: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 21: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 22: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 23: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 24: fak.fsm.v1.SubmitInput
+	(*AnswerApproval)(nil),       // 25: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 26: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),         // 27: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 28: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 29: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 30: fak.fsm.v1.Result
+	(*Error)(nil),                // 31: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 32: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 33: fak.fsm.v1.Session
+	(*Lease)(nil),                // 34: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 35: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 36: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 37: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 38: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 39: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	3,  // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	14, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	16, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	5,  // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	6,  // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	7,  // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	8,  // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	9,  // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	10, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	11, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	12, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	13, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	1,  // 12: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	4,  // 13: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	15, // 14: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	15, // 15: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	18, // 16: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	20, // 17: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	19, // 18: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	23, // 19: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	0,  // 20: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	4,  // 21: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	21, // 22: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	22, // 23: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	24, // 24: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	27, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	29, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	18, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	19, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	20, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	21, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	22, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	23, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	24, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	25, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	26, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	7,  // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	8,  // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	9,  // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	10, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	11, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	12, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	13, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	14, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	1,  // 20: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	17, // 21: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	5,  // 22: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	4,  // 23: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	4,  // 24: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	4,  // 25: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	4,  // 26: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	28, // 27: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	28, // 28: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	31, // 29: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	33, // 30: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	32, // 31: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	36, // 32: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	6,  // 33: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	39, // 34: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	0,  // 35: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	17, // 36: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	34, // 37: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	35, // 38: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	37, // 39: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	33, // 40: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -2437,12 +3901,22 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_SubmitInput)(nil),
 		(*Command_AnswerApproval)(nil),
 		(*Command_RunnerAppend)(nil),
+		(*Command_RecordUsage)(nil),
+		(*Command_FreshSession)(nil),
+		(*Command_ResetSession)(nil),
+		(*Command_ClearSession)(nil),
+		(*Command_ForkSession)(nil),
+		(*Command_BindLaunch)(nil),
+		(*Command_ProviderSessionStart)(nil),
+		(*Command_ProviderSessionEnd)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[13].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[16].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[26].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[29].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
+		(*Result_Envelope)(nil),
+		(*Result_Boundary)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2450,7 +3924,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

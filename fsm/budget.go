@@ -1,0 +1,151 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Budget envelopes (DESIGN.md §5): turns, output tokens, queries, spend and
+// tool calls are counted in an envelope shared by a whole lineage, so a
+// clear, new, fork, reset or fresh never buys a new allowance. Only the
+// context axis belongs to one logical session and is re-armed when the
+// provider really starts a fresh context window.
+
+func (a *applier) loadEnvelope(id string) *fsmpb.Envelope {
+	raw := a.envs.Get([]byte(id))
+	if raw == nil {
+		return nil
+	}
+	var e fsmpb.Envelope
+	if err := proto.Unmarshal(raw, &e); err != nil {
+		panic("fsm: corrupt envelope " + id + ": " + err.Error())
+	}
+	return &e
+}
+
+func (a *applier) putEnvelope(e *fsmpb.Envelope) {
+	buf, err := proto.Marshal(e)
+	if err != nil {
+		panic("fsm: marshal envelope: " + err.Error())
+	}
+	a.must(a.envs.Put([]byte(e.EnvelopeId), buf))
+}
+
+// newEnvelope creates the envelope of a new root session.
+func (a *applier) newEnvelope(c *fsmpb.Command, id string, p *fsmpb.Policy) *fsmpb.Envelope {
+	e := &fsmpb.Envelope{EnvelopeId: id, Limits: &fsmpb.Budget{}, Used: &fsmpb.Budget{},
+		CreatedUnixNano: c.TimeUnixNano, Sessions: 1}
+	if p != nil {
+		if p.Limits != nil {
+			e.Limits = proto.Clone(p.Limits).(*fsmpb.Budget)
+		}
+		e.Priority, e.Pace, e.QaEnvelope = p.Priority, p.Pace, p.QaEnvelope
+	}
+	a.putEnvelope(e)
+	return e
+}
+
+// overLimit names the first axis that used+add would push past its limit
+// (0 = unlimited), or "".
+func overLimit(limits, used, add *fsmpb.Budget) string {
+	axes := [...]struct {
+		name              string
+		limit, used, plus uint64
+	}{
+		{"turns", limits.GetTurns(), used.GetTurns(), add.GetTurns()},
+		{"output_tokens", limits.GetOutputTokens(), used.GetOutputTokens(), add.GetOutputTokens()},
+		{"queries", limits.GetQueries(), used.GetQueries(), add.GetQueries()},
+		{"spend_micros", limits.GetSpendMicros(), used.GetSpendMicros(), add.GetSpendMicros()},
+		{"tool_calls", limits.GetToolCalls(), used.GetToolCalls(), add.GetToolCalls()},
+	}
+	for _, x := range axes {
+		if x.limit > 0 && x.used+x.plus > x.limit {
+			return x.name
+		}
+	}
+	return ""
+}
+
+func addBudget(used, add *fsmpb.Budget) {
+	used.Turns += add.GetTurns()
+	used.OutputTokens += add.GetOutputTokens()
+	used.Queries += add.GetQueries()
+	used.SpendMicros += add.GetSpendMicros()
+	used.ToolCalls += add.GetToolCalls()
+}
+
+type chargeFact struct {
+	Usage         *budgetFact `json:"usage"`
+	ContextTokens uint64      `json:"context_tokens,omitempty"`
+	Envelope      string      `json:"envelope"`
+	Exhausted     string      `json:"exhausted,omitempty"`
+	ViaLaunch     string      `json:"via_launch,omitempty"`
+}
+
+type budgetFact struct {
+	Turns        uint64 `json:"turns,omitempty"`
+	OutputTokens uint64 `json:"output_tokens,omitempty"`
+	Queries      uint64 `json:"queries,omitempty"`
+	SpendMicros  uint64 `json:"spend_micros,omitempty"`
+	ToolCalls    uint64 `json:"tool_calls,omitempty"`
+}
+
+func budgetFactOf(b *fsmpb.Budget) *budgetFact {
+	return &budgetFact{Turns: b.GetTurns(), OutputTokens: b.GetOutputTokens(), Queries: b.GetQueries(),
+		SpendMicros: b.GetSpendMicros(), ToolCalls: b.GetToolCalls()}
+}
+
+// recordUsage charges one model request. A charge that would pass a hard
+// limit is refused with BUDGET_EXHAUSTED, and the refusal itself is
+// journaled (budget.exhausted), so the audit trail shows it.
+func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.Result, *Error) {
+	id := cmd.SessionId
+	if id == "" {
+		if cmd.LaunchId == "" {
+			return nil, errorf(ReasonInvalidArgument, "a trace id (session) or a launch is required")
+		}
+		l, err := a.loadLaunch(cmd.LaunchId)
+		if err != nil {
+			return nil, err
+		}
+		id = l.DefaultSession
+	}
+	s, err := a.loadSession(id)
+	if err != nil {
+		return nil, err
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	env := a.loadEnvelope(s.EnvelopeId)
+	if env == nil {
+		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
+	}
+	usage := cmd.Usage
+	if usage == nil {
+		usage = &fsmpb.Budget{}
+	}
+	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: cmd.ContextTokens, Envelope: env.EnvelopeId, ViaLaunch: cmd.LaunchId}
+	exhausted := overLimit(env.Limits, env.Used, usage)
+	if exhausted == "" && s.ContextCap > 0 && s.ContextUsed+cmd.ContextTokens > s.ContextCap {
+		exhausted = "context_tokens"
+	}
+	if exhausted != "" {
+		f.Exhausted = exhausted
+		env.Refusals++
+		a.putEnvelope(env)
+		s.UpdatedUnixNano = c.TimeUnixNano
+		a.putEvents(newEvent(s, c, KindBudgetExhausted, "refused: "+exhausted+" exhausted", fact(f)))
+		a.putSession(s)
+		return nil, errorf(ReasonBudgetExhausted, "%s budget of session %s is exhausted", exhausted, s.SessionId)
+	}
+	addBudget(env.Used, usage)
+	env.LastChargeUnixNano = c.TimeUnixNano
+	a.putEnvelope(env)
+	s.ContextUsed += cmd.ContextTokens
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(newEvent(s, c, KindBudgetCharged, "", fact(f)))
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Envelope{Envelope: env}}, nil
+}

@@ -1,0 +1,215 @@
+package fsm
+
+import (
+	"encoding/json"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Guarded launches (DESIGN.md §6): a `fak guard` run binds a launch to a
+// default session; its provider's SessionStart/SessionEnd hooks arrive as
+// commands the FSM interprets by the provider table of DESIGN.md §5.
+
+// MaxMetadataBytes bounds the provider fields kept as hook metadata.
+const MaxMetadataBytes = 16 << 10
+
+func (a *applier) loadLaunch(id string) (*fsmpb.Launch, *Error) {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return nil, errorf(ReasonInvalidArgument, "launch id must be 1-%d bytes", MaxSessionIDBytes)
+	}
+	raw := a.launches.Get([]byte(id))
+	if raw == nil {
+		return nil, errorf(ReasonNotFound, "launch %s not found", id)
+	}
+	var l fsmpb.Launch
+	if err := proto.Unmarshal(raw, &l); err != nil {
+		panic("fsm: corrupt launch " + id + ": " + err.Error())
+	}
+	return &l, nil
+}
+
+func (a *applier) putLaunch(l *fsmpb.Launch) {
+	buf, err := proto.Marshal(l)
+	if err != nil {
+		panic("fsm: marshal launch: " + err.Error())
+	}
+	a.must(a.launches.Put([]byte(l.LaunchId), buf))
+}
+
+// bindLaunch makes session the launch's default session. Binding again to
+// the same session is a no-op.
+func (a *applier) bindLaunch(c *fsmpb.Command, cmd *fsmpb.BindLaunch) (*fsmpb.Result, *Error) {
+	if cmd.LaunchId == "" || len(cmd.LaunchId) > MaxSessionIDBytes || len(cmd.Provider) > MaxPlacementFieldBytes {
+		return nil, errorf(ReasonInvalidArgument, "launch id (1-%d bytes) and provider (at most %d bytes) are required", MaxSessionIDBytes, MaxPlacementFieldBytes)
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if err := activeSession(s); err != nil {
+		return nil, err
+	}
+	l, lerr := a.loadLaunch(cmd.LaunchId)
+	if lerr != nil {
+		l = &fsmpb.Launch{LaunchId: cmd.LaunchId, Provider: cmd.Provider, CreatedUnixNano: c.TimeUnixNano}
+	}
+	l.DefaultSession = s.SessionId
+	l.UpdatedUnixNano = c.TimeUnixNano
+	a.putLaunch(l)
+	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "bound", Session: s}}}, nil
+}
+
+type providerFact struct {
+	Provider          string          `json:"provider"`
+	Source            string          `json:"source,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
+	ProviderSessionID string          `json:"provider_session_id,omitempty"`
+	Launch            string          `json:"launch"`
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+}
+
+// metadataFact keeps hook metadata that is valid JSON verbatim (the guard
+// sends the provider's JSON object); anything else is dropped.
+func metadataFact(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// providerSessionStart interprets a SessionStart hook:
+//
+//	startup  first: bind the provider id to the default session; the same id
+//	         again: no-op; another id: /new (a boundary with source new)
+//	resume   same session, a new epoch bound to the provider thread id
+//	compact  same session, a compaction event
+//	clear    a new logical session (the clear transition); the bound id
+//	         again (a redelivery): no-op
+//	fork     a fork of the default session, which becomes the default
+func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSessionStart) (*fsmpb.Result, *Error) {
+	if cmd.ProviderSessionId == "" || len(cmd.ProviderSessionId) > MaxSessionIDBytes {
+		return nil, errorf(ReasonInvalidArgument, "provider session id must be 1-%d bytes", MaxSessionIDBytes)
+	}
+	if len(cmd.Metadata) > MaxMetadataBytes {
+		return nil, errorf(ReasonInvalidArgument, "hook metadata larger than %d bytes", MaxMetadataBytes)
+	}
+	l, err := a.loadLaunch(cmd.LaunchId)
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.loadSession(l.DefaultSession)
+	if err != nil {
+		return nil, err
+	}
+	provider := cmd.Provider
+	if provider == "" {
+		provider = l.Provider
+	}
+	pf := providerFact{Provider: provider, Source: cmd.Source, ProviderSessionID: cmd.ProviderSessionId, Launch: l.LaunchId, Metadata: metadataFact(cmd.Metadata)}
+	noop := func() (*fsmpb.Result, *Error) {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "no_op", Session: s}}}, nil
+	}
+	boundary := func(source string) (*fsmpb.Result, *Error) {
+		r, err := a.clearSession(c, &fsmpb.ClearSession{SessionId: s.SessionId, Source: source,
+			Reason: StopProviderClear, Provider: provider, ProviderSessionId: cmd.ProviderSessionId})
+		if err != nil {
+			return nil, err
+		}
+		l.DefaultSession = r.GetBoundary().GetSession().GetSessionId()
+		l.ProviderSessionId = cmd.ProviderSessionId
+		l.UpdatedUnixNano = c.TimeUnixNano
+		a.putLaunch(l)
+		return r, nil
+	}
+	switch cmd.Source {
+	case "startup":
+		switch l.ProviderSessionId {
+		case "":
+			if err := activeSession(s); err != nil {
+				return nil, err
+			}
+			l.ProviderSessionId = cmd.ProviderSessionId
+			l.UpdatedUnixNano = c.TimeUnixNano
+			a.putLaunch(l)
+			s.Provider, s.ProviderSessionId = provider, cmd.ProviderSessionId
+			s.UpdatedUnixNano = c.TimeUnixNano
+			a.putEvents(newEvent(s, c, KindProviderBound, provider+" "+cmd.ProviderSessionId, fact(pf)))
+			a.putSession(s)
+			return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "bound", Session: s}}}, nil
+		case cmd.ProviderSessionId:
+			return noop()
+		}
+		return boundary("new")
+	case "clear":
+		if l.ProviderSessionId == cmd.ProviderSessionId {
+			return noop()
+		}
+		return boundary("clear")
+	case "resume":
+		if s.ProviderSessionId == cmd.ProviderSessionId {
+			return noop()
+		}
+		if err := activeSession(s); err != nil {
+			return nil, err
+		}
+		s.Epoch++
+		s.Provider, s.ProviderSessionId = provider, cmd.ProviderSessionId
+		s.UpdatedUnixNano = c.TimeUnixNano
+		a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (resume)", fact(epochChangeFact{
+			Epoch: s.Epoch, Placement: placementFactOf(s.Placement), Reason: "resume", ProviderSessionID: cmd.ProviderSessionId,
+		})))
+		a.putSession(s)
+		l.ProviderSessionId = cmd.ProviderSessionId
+		l.UpdatedUnixNano = c.TimeUnixNano
+		a.putLaunch(l)
+		return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "resume", Session: s}}}, nil
+	case "compact":
+		if err := activeSession(s); err != nil {
+			return nil, err
+		}
+		s.UpdatedUnixNano = c.TimeUnixNano
+		a.putEvents(newEvent(s, c, KindCompaction, "provider compaction", fact(pf)))
+		a.putSession(s)
+		return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "compact", Session: s}}}, nil
+	case "fork":
+		r, err := a.forkSession(c, &fsmpb.ForkSession{SourceSessionId: s.SessionId,
+			ForkSessionId: ChildSessionID(s.SessionId, cmd.ProviderSessionId), ProviderSessionId: cmd.ProviderSessionId})
+		if err != nil {
+			return nil, err
+		}
+		l.DefaultSession = r.GetBoundary().GetSession().GetSessionId()
+		l.ProviderSessionId = cmd.ProviderSessionId
+		l.UpdatedUnixNano = c.TimeUnixNano
+		a.putLaunch(l)
+		return r, nil
+	}
+	return nil, errorf(ReasonInvalidArgument, "unknown SessionStart source %q (startup, resume, clear, compact, fork)", truncate(cmd.Source, 32))
+}
+
+// providerSessionEnd records a SessionEnd hook on the launch's default
+// session, for audit; it never creates a boundary by itself.
+func (a *applier) providerSessionEnd(c *fsmpb.Command, cmd *fsmpb.ProviderSessionEnd) (*fsmpb.Result, *Error) {
+	if len(cmd.Metadata) > MaxMetadataBytes || len(cmd.Reason) > MaxReasonBytes || len(cmd.ProviderSessionId) > MaxSessionIDBytes {
+		return nil, errorf(ReasonInvalidArgument, "hook fields too large")
+	}
+	l, err := a.loadLaunch(cmd.LaunchId)
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.loadSession(l.DefaultSession)
+	if err != nil {
+		return nil, err
+	}
+	provider := cmd.Provider
+	if provider == "" {
+		provider = l.Provider
+	}
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(newEvent(s, c, KindProviderEnd, provider+" session ended: "+cmd.Reason, fact(providerFact{
+		Provider: provider, Reason: cmd.Reason, ProviderSessionID: cmd.ProviderSessionId, Launch: l.LaunchId, Metadata: metadataFact(cmd.Metadata),
+	})))
+	a.putSession(s)
+	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "end", Session: s}}}, nil
+}
