@@ -14,8 +14,10 @@ import (
 
 // appendableKinds are the event kinds clients may append with AppendEvents
 // (fsm.AppendableKind), the default first. Input goes through Act, the
-// runner's kinds through RunnerService, and fak writes the rest itself.
-var appendableKinds = []string{"note", "checkpoint", "compaction", "fak.session.provider_boundary.v1"}
+// runner's kinds through RunnerService, and fak writes the rest itself
+// (including provider boundaries and reset boundaries). fakctl does not
+// check --kind itself: the fleet's answer is the authority.
+var appendableKinds = []string{"note", "checkpoint", "compaction"}
 
 // defaultAdapter is the runtime adapter session create asks for; it is also
 // the server's default (fsm.DefaultRuntimeAdapter).
