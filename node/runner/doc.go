@@ -1,0 +1,13 @@
+// Package runner hosts the execution epochs placed on one node: it watches
+// the local replica, and for each session whose current epoch runs here it
+// turns committed input into turns of the session's runtime adapter
+// (turn.started, output, tools, approvals, turn.completed).
+//
+// The runner owns no state of its own: everything it decides is read from
+// the journal and the session record, so a restarted runner (or the next
+// epoch's runner on another node) continues where the last one stopped.
+// Every write carries the epoch it was decided under; the FSM fences writes
+// of any other epoch with STALE_EPOCH. The runner never decides a domain
+// rule (which input a turn serves, whether a tool result may follow an
+// approval): the FSM does, and the runner follows.
+package runner

@@ -1,0 +1,190 @@
+// Package echo is the built-in deterministic runtime adapter, for demos and
+// tests: it streams a reply derived from each input over a configurable
+// turn length, and an input asking for a tool ("!tool NAME ARGS") goes
+// through tool.call, an approval and tool.result like a real agent's tool
+// use. Same journal in, same events out.
+package echo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner"
+)
+
+// Name is the adapter's name in a placement.
+const Name = "echo"
+
+// DefaultTurnDuration is how long a turn takes unless configured.
+const DefaultTurnDuration = time.Second
+
+// ToolPrefix starts an input that asks for a tool: "!tool ls -la".
+const ToolPrefix = "!tool "
+
+// maxChunks bounds the output events of one reply, so a long input streams
+// in a few writes rather than one per word.
+const maxChunks = 8
+
+// Options configure the adapter.
+type Options struct {
+	// TurnDuration is spread over a turn's steps; 0 runs turns as fast as
+	// the cluster commits them.
+	TurnDuration time.Duration
+}
+
+// New returns the echo adapter.
+func New(opts Options) runner.Adapter { return &adapter{opts: opts} }
+
+type adapter struct{ opts Options }
+
+func (a *adapter) Name() string { return Name }
+
+// Start rebuilds the runtime's only state, the number of turns the session
+// has completed, from the journal.
+func (a *adapter) Start(ctx context.Context, ep runner.Epoch, j runner.Journal) (runner.Runtime, error) {
+	rt := &runtime{opts: a.opts}
+	for from := uint64(1); ; {
+		evs, err := j.Events(from, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return rt, nil
+		}
+		for _, ev := range evs {
+			if ev.Kind == fsm.KindTurnCompleted {
+				rt.turns++
+			}
+		}
+		from = evs[len(evs)-1].Seq + 1
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+type runtime struct {
+	opts  Options
+	turns uint64
+}
+
+func (rt *runtime) SafePoint(context.Context) error { return nil } // nothing lives outside the journal
+func (rt *runtime) Stop() error                     { return nil }
+
+func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (string, error) {
+	text := strings.TrimSpace(in.Text)
+	var err error
+	if tool, args, ok := parseTool(text); ok {
+		err = rt.toolTurn(ctx, t, tool, args)
+	} else {
+		err = rt.stream(ctx, t, "echo: "+text, rt.opts.TurnDuration)
+	}
+	if err != nil {
+		return "", err
+	}
+	rt.turns++
+	return fmt.Sprintf("turn %d done", rt.turns), nil
+}
+
+// parseTool splits "!tool ls -la" into ("ls", "-la").
+func parseTool(text string) (tool, args string, ok bool) {
+	rest, found := strings.CutPrefix(text, ToolPrefix)
+	if !found {
+		return "", "", false
+	}
+	rest = strings.TrimSpace(rest)
+	if rest == "" {
+		return "", "", false
+	}
+	tool, args, _ = strings.Cut(rest, " ")
+	return tool, strings.TrimSpace(args), true
+}
+
+// stream writes reply as output chunks spread evenly over d.
+func (rt *runtime) stream(ctx context.Context, t runner.Turn, reply string, d time.Duration) error {
+	chunks := split(reply, maxChunks)
+	step := d / time.Duration(len(chunks))
+	for _, c := range chunks {
+		if err := pause(ctx, step); err != nil {
+			return err
+		}
+		if _, err := t.Emit(ctx, runner.Event{Kind: fsm.KindOutput, Text: c}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type toolFact struct {
+	Tool     string `json:"tool"`
+	Args     string `json:"args"`
+	Approved *bool  `json:"approved,omitempty"`
+}
+
+func data(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// toolTurn: tool.call and approval.requested together, wait for the answer,
+// tool.result, then a reply. A quarter of the turn passes before the call
+// and half of it streams the reply; waiting for a person is not counted.
+func (rt *runtime) toolTurn(ctx context.Context, t runner.Turn, tool, args string) error {
+	cmd := strings.TrimSpace(tool + " " + args)
+	if err := pause(ctx, rt.opts.TurnDuration/4); err != nil {
+		return err
+	}
+	seq, err := t.Emit(ctx,
+		runner.Event{Kind: fsm.KindToolCall, Text: cmd, Data: data(toolFact{Tool: tool, Args: args})},
+		runner.Event{Kind: fsm.KindApprovalRequested, Text: "run " + cmd + "?", Data: data(toolFact{Tool: tool, Args: args})})
+	if err != nil {
+		return err
+	}
+	approved, err := t.AwaitApproval(ctx, seq)
+	if err != nil {
+		return err
+	}
+	result, reply := cmd+": denied", "echo: did not run "+cmd
+	if approved {
+		result, reply = cmd+": approved, ran (echo)", "echo: ran "+cmd
+	}
+	if err := pause(ctx, rt.opts.TurnDuration/4); err != nil {
+		return err
+	}
+	if _, err := t.Emit(ctx, runner.Event{Kind: fsm.KindToolResult, Text: result,
+		Data: data(toolFact{Tool: tool, Args: args, Approved: &approved})}); err != nil {
+		return err
+	}
+	return rt.stream(ctx, t, reply, rt.opts.TurnDuration/2)
+}
+
+// split cuts s into at most n chunks at word boundaries (each word keeps
+// its trailing space), so the chunks concatenated give s back.
+func split(s string, n int) []string {
+	words := strings.SplitAfter(s, " ")
+	per := (len(words) + n - 1) / n
+	var out []string
+	for i := 0; i < len(words); i += per {
+		out = append(out, strings.Join(words[i:min(i+per, len(words))], ""))
+	}
+	return out
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,185 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/echo"
+)
+
+// local is a one-replica "cluster" for runner tests: commands are applied
+// straight to a real FSM as consecutive log entries, stamped with the
+// wall clock like a leader would.
+type local struct {
+	t *testing.T
+	f *fsm.FSM
+
+	mu    sync.Mutex
+	index uint64
+	// indeterminate makes the next n runner writes apply and then report a
+	// transient error, like a leader lost right after committing.
+	indeterminate int
+	requestIDs    []string
+}
+
+func newLocal(t *testing.T) *local {
+	f, err := fsm.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &local{t: t, f: f}
+}
+
+func (l *local) apply(cmd *fsmpb.Command) *fsmpb.Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.index++
+	cmd.TimeUnixNano = time.Now().UnixNano()
+	data, err := fsm.EncodeBatch([]*fsmpb.Command{cmd})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.f.Apply(&raft.Log{Index: l.index, Term: 1, Type: raft.LogCommand, Data: data}).([]*fsmpb.Result)[0]
+}
+
+// must applies a setup command that has to succeed.
+func (l *local) must(cmd *fsmpb.Command) *fsmpb.Result {
+	l.t.Helper()
+	res := l.apply(cmd)
+	if err := fsm.ResultError(res); err != nil {
+		l.t.Fatalf("%T: %v", cmd.Body, err)
+	}
+	return res
+}
+
+func (l *local) AppendRunnerEvents(_ context.Context, id string, epoch uint64, events []runner.Event, reqID string) (uint64, uint64, error) {
+	cmd := &fsmpb.RunnerAppend{SessionId: id, Epoch: epoch}
+	for _, ev := range events {
+		cmd.Events = append(cmd.Events, &fsmpb.EventInput{Kind: ev.Kind, Text: ev.Text, Data: ev.Data})
+	}
+	res := l.apply(&fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: cmd}})
+	l.mu.Lock()
+	l.requestIDs = append(l.requestIDs, reqID)
+	fail := l.indeterminate > 0
+	if fail {
+		l.indeterminate--
+	}
+	l.mu.Unlock()
+	if err := fsm.ResultError(res); err != nil {
+		return 0, 0, err
+	}
+	if fail {
+		return 0, 0, runner.Transient(errors.New("leadership lost while committing"))
+	}
+	return res.GetAppend().FirstSeq, res.GetAppend().LastSeq, nil
+}
+
+// Sync: the local FSM is the whole cluster.
+func (l *local) Sync(context.Context, string) error { return nil }
+
+// session creates a session placed on node with adapter, attaches a
+// terminal holding the lease, and returns the session id.
+func (l *local) session(id, node, adapter string) string {
+	l.must(&fsmpb.Command{Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
+		SessionId: id, Placement: &fsmpb.Placement{RuntimeAdapter: adapter, Node: node}}}})
+	l.must(&fsmpb.Command{Body: &fsmpb.Command_Attach{Attach: &fsmpb.Attach{
+		SessionId: id, AttachmentId: "term", ClientKind: "terminal", TtlNanos: int64(time.Minute)}}})
+	l.must(&fsmpb.Command{Body: &fsmpb.Command_TakeLease{TakeLease: &fsmpb.TakeLease{
+		SessionId: id, AttachmentId: "term", TtlNanos: int64(time.Minute)}}})
+	return id
+}
+
+func (l *local) input(id, text string) uint64 {
+	l.t.Helper()
+	return l.must(&fsmpb.Command{Body: &fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{
+		SessionId: id, AttachmentId: "term", ExpectedEpoch: 1, Text: text}}}).GetAppend().FirstSeq
+}
+
+func (l *local) answer(id string, seq uint64, approved bool) *fsmpb.Result {
+	l.t.Helper()
+	return l.must(&fsmpb.Command{Body: &fsmpb.Command_AnswerApproval{AnswerApproval: &fsmpb.AnswerApproval{
+		SessionId: id, AttachmentId: "term", ApprovalSeq: seq, Approved: approved}}})
+}
+
+func (l *local) journal(id string) []*fsmpb.Event {
+	evs, _, err := l.f.Events(id, 1, 10000)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return evs
+}
+
+// waitSession polls the session until cond holds (deadline 10s).
+func (l *local) waitSession(id, what string, cond func(*fsmpb.Session) bool) *fsmpb.Session {
+	l.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := l.f.Session(id)
+		if err == nil && cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("timed out waiting for %s (session %v, err %v)", what, s, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startRunner runs a runner for node "n1" with echo turns of length turn.
+func (l *local) startRunner(turn time.Duration, logs *syncBuffer) *runner.Runner {
+	logger := hclog.NewNullLogger()
+	if logs != nil {
+		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
+	}
+	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l,
+		Adapters: []runner.Adapter{echo.New(echo.Options{TurnDuration: turn})}, Logger: logger})
+	r.Start()
+	l.t.Cleanup(r.Stop)
+	return r
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// transcript renders the runner's part of a journal after seq `after` as
+// "kind:text" lines, output chunks of one reply joined.
+func transcript(evs []*fsmpb.Event, after uint64) string {
+	var lines []string
+	for _, ev := range evs {
+		if ev.Seq <= after {
+			continue
+		}
+		if ev.Kind == fsm.KindOutput && len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1], "output:") {
+			lines[len(lines)-1] += ev.Text
+			continue
+		}
+		lines = append(lines, ev.Kind+":"+ev.Text)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,229 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// DefaultScanInterval is the least time between two scans of the replica:
+// a burst of applied entries costs one scan, not one per entry.
+const DefaultScanInterval = 25 * time.Millisecond
+
+// failurePause is how long a session waits after its worker failed (no
+// leader for the whole retry budget, an adapter that cannot start) before
+// the runner tries it again.
+const failurePause = time.Second
+
+// Config configures the runner of one node.
+type Config struct {
+	// Node is this node's name: the runner hosts the epochs whose
+	// placement names it.
+	Node string
+	// FSM is the node's local replica, watched and read.
+	FSM    *fsm.FSM
+	Writer Writer
+	// Adapters available on this node, by Name.
+	Adapters     []Adapter
+	ScanInterval time.Duration
+	Logger       hclog.Logger
+}
+
+// Runner hosts the execution epochs placed on one node. Each session runs
+// at most one turn at a time (one worker goroutine per busy session);
+// different sessions run concurrently.
+type Runner struct {
+	cfg      Config
+	adapters map[string]Adapter
+	logger   hclog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+
+	mu     sync.Mutex
+	hosts  map[string]*host
+	warned map[string]string // session → adapter name already warned about
+}
+
+// host is the runner's record of one session it serves.
+type host struct {
+	busy    bool      // a worker owns the session (and its runtime)
+	retryAt time.Time // after a failed worker, not before this
+	epoch   uint64    // epoch of runtime
+	runtime Runtime   // nil until the epoch's first turn
+}
+
+// New builds a runner; Start runs it.
+func New(cfg Config) *Runner {
+	if cfg.ScanInterval <= 0 {
+		cfg.ScanInterval = DefaultScanInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	r := &Runner{
+		cfg: cfg, adapters: make(map[string]Adapter), logger: cfg.Logger.Named("runner"),
+		kick: make(chan struct{}, 1), hosts: make(map[string]*host), warned: make(map[string]string),
+	}
+	for _, a := range cfg.Adapters {
+		r.adapters[a.Name()] = a
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+// Start runs the scan loop in the background until Stop.
+func (r *Runner) Start() {
+	r.wg.Add(1)
+	go r.loop()
+}
+
+// Stop cancels every turn in flight, waits for the workers to return and
+// stops the runtimes. A turn cut short stays open in the journal; the
+// session's next runner closes it as interrupted.
+func (r *Runner) Stop() {
+	r.cancel()
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, h := range r.hosts {
+		if h.runtime != nil {
+			if err := h.runtime.Stop(); err != nil {
+				r.logger.Warn("stopping runtime", "session", id, "error", err)
+			}
+			h.runtime = nil
+		}
+	}
+}
+
+// loop scans after every change of the replica, at most once per
+// ScanInterval, and whenever a worker ends (it may have left work behind).
+func (r *Runner) loop() {
+	defer r.wg.Done()
+	for {
+		changed := r.cfg.FSM.Changed()
+		started := time.Now()
+		wake := r.scan()
+		var retry <-chan time.Time
+		var timer *time.Timer
+		if !wake.IsZero() {
+			timer = time.NewTimer(time.Until(wake))
+			retry = timer.C
+		}
+		select {
+		case <-r.ctx.Done():
+		case <-changed:
+		case <-r.kick:
+		case <-retry:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if r.ctx.Err() != nil {
+			return
+		}
+		if sleep(r.ctx, r.cfg.ScanInterval-time.Since(started)) != nil {
+			return
+		}
+	}
+}
+
+func (r *Runner) kickScan() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// scan starts a worker for every session of this node with work and none
+// running. It reads only session records, never journals: an idle session
+// costs one decode. It returns the earliest time a paused session may be
+// retried (zero: none).
+func (r *Runner) scan() (wake time.Time) {
+	after := ""
+	for {
+		page, more, err := r.cfg.FSM.Sessions(after, 512)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				r.logger.Warn("scanning sessions", "error", err)
+			}
+			return time.Now().Add(failurePause)
+		}
+		for _, s := range page {
+			if w := r.consider(s); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+				wake = w
+			}
+		}
+		if !more || len(page) == 0 {
+			return wake
+		}
+		after = page[len(page)-1].SessionId
+	}
+}
+
+// ours reports whether this node runs s's current epoch.
+func (r *Runner) ours(s *fsmpb.Session) bool {
+	return s.State == fsmpb.SessionState_SESSION_STATE_ACTIVE && s.GetPlacement().GetNode() == r.cfg.Node
+}
+
+func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
+	ours := r.ours(s)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.hosts[s.SessionId]
+	if h != nil && h.busy {
+		return time.Time{}
+	}
+	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0)
+	retire := h != nil && h.runtime != nil && (!ours || h.epoch != s.Epoch)
+	if work && r.adapterLocked(s) == nil {
+		work = false
+	}
+	if !work && !retire {
+		return time.Time{}
+	}
+	if h == nil {
+		h = &host{}
+		r.hosts[s.SessionId] = h
+	}
+	if time.Now().Before(h.retryAt) {
+		return h.retryAt
+	}
+	h.busy = true
+	r.wg.Add(1)
+	go r.work(s.SessionId, h)
+	return time.Time{}
+}
+
+// adapterLocked returns s's runtime adapter, or nil after warning (once
+// per session and adapter name) that this node does not have it: such a
+// session gets no writes from this runner.
+func (r *Runner) adapterLocked(s *fsmpb.Session) Adapter {
+	name := s.GetPlacement().GetRuntimeAdapter()
+	if name == "" {
+		name = fsm.DefaultRuntimeAdapter
+	}
+	if a := r.adapters[name]; a != nil {
+		return a
+	}
+	if r.warned[s.SessionId] != name {
+		r.warned[s.SessionId] = name
+		r.logger.Warn("session placed here with an unknown runtime adapter; not running it",
+			"session", s.SessionId, "epoch", s.Epoch, "adapter", name)
+	}
+	return nil
+}
+
+func (r *Runner) adapter(s *fsmpb.Session) Adapter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.adapterLocked(s)
+}

@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// Writer is how a runner reaches the cluster. The node implements it with
+// the API of its own process, so a follower's runner is forwarded to the
+// leader like any other client write.
+type Writer interface {
+	// AppendRunnerEvents appends events of one epoch. requestID makes a
+	// retry of the same write idempotent. Domain errors are *fsm.Error;
+	// errors worth retrying (no leader, outcome unknown, connection lost)
+	// are wrapped with Transient.
+	AppendRunnerEvents(ctx context.Context, sessionID string, epoch uint64, events []Event, requestID string) (first, last uint64, err error)
+	// Sync returns once the local replica has applied every write committed
+	// before the call (a linearizable read barrier), so what the runner
+	// reads next from its replica is at least as new as the cluster.
+	Sync(ctx context.Context, sessionID string) error
+}
+
+type transientError struct{ err error }
+
+func (e transientError) Error() string { return e.err.Error() }
+func (e transientError) Unwrap() error { return e.err }
+
+// Transient marks an error after which the same call may be retried.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return transientError{err}
+}
+
+// IsTransient reports whether err was marked with Transient.
+func IsTransient(err error) bool {
+	var t transientError
+	return errors.As(err, &t)
+}
+
+// Retry bounds: a call is retried with growing pauses for up to
+// retryBudget (an election takes a few seconds; longer outages end the
+// attempt and the runner comes back to the session later). One attempt may
+// take up to attemptTimeout, so a hung connection is retried too.
+const (
+	retryBudget    = 30 * time.Second
+	attemptTimeout = 10 * time.Second
+	minBackoff     = 20 * time.Millisecond
+	maxBackoff     = time.Second
+)
+
+// retry calls fn until it succeeds, fails for good, ctx ends or the budget
+// is spent. An attempt that timed out on its own deadline counts as
+// transient.
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	deadline := time.Now().Add(retryBudget)
+	backoff := minBackoff
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := fn(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		if sleep(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// newRequestID draws the idempotency key of one write, fixed before its
+// first attempt.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "run_" + hex.EncodeToString(b[:])
+}
