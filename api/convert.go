@@ -26,6 +26,10 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		},
 		TurnsCompleted:  s.TurnsCompleted,
 		AttachmentCount: s.Attachments,
+		EnvelopeId:      s.EnvelopeId, ContextCap: s.ContextCap, ContextUsed: s.ContextUsed,
+		Provider: s.Provider, ProviderSessionId: s.ProviderSessionId,
+		ParentSession: s.ParentSession, ForkAddress: s.ForkAddress, BoundarySource: s.BoundarySource,
+		ResetSeq: s.ResetSeq,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // CapabilityVersion is bumped when controls are added or change meaning.
-const CapabilityVersion = 1
+const CapabilityVersion = 2
 
 // Control names, as clients see them in the capability set.
 const (
@@ -26,6 +26,12 @@ const (
 	ControlApprovalAnswer = "approval.answer"
 	ControlSessionStop    = "session.stop"
 	ControlDetach         = "detach"
+	// The reset ledger (DESIGN.md §5).
+	ControlSessionFresh = "session.fresh"
+	ControlSessionReset = "session.reset"
+	ControlSessionClear = "session.clear"
+	ControlSessionNew   = "session.new"
+	ControlSessionFork  = "session.fork"
 )
 
 // describe builds the session descriptor as attachmentID (may be empty)
@@ -56,6 +62,9 @@ func (s *Server) describe(ctx context.Context, hdr http.Header, sessionID, attac
 		attachmentID = "" // detached or expired: describe as an observer
 	}
 	d.Capabilities = capabilities(sess, attachmentID, now)
+	if env, err := s.fsm.Envelope(sess.EnvelopeId); err == nil {
+		d.Budget = envelopeToAPI(env)
+	}
 	return d, nil
 }
 
@@ -141,6 +150,20 @@ func capabilities(s *fsmpb.Session, attachmentID string, now int64) *fakv1.Capab
 	} else {
 		cs = append(cs, stopped(ControlSessionStop))
 	}
+	// The ledger: fresh, clear, new and fork need an active session; reset
+	// also needs no turn in flight. Fork works on stopped sessions too (a
+	// branch from an audited record).
+	for _, name := range []string{ControlSessionFresh, ControlSessionReset, ControlSessionClear, ControlSessionNew} {
+		switch {
+		case !active:
+			cs = append(cs, stopped(name))
+		case name == ControlSessionReset && s.TurnInputSeq != 0:
+			cs = append(cs, off(name, string(fsm.ReasonBusy), "a turn is in flight; reset when it completes", ""))
+		default:
+			cs = append(cs, on(name))
+		}
+	}
+	cs = append(cs, on(ControlSessionFork))
 	// detach
 	if attachmentID != "" {
 		cs = append(cs, on(ControlDetach))

@@ -38,6 +38,7 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	fsm.ReasonBusy:               connect.CodeFailedPrecondition,
 	fsm.ReasonNoPendingApproval:  connect.CodeFailedPrecondition,
 	fsm.ReasonTurnOrder:          connect.CodeFailedPrecondition,
+	fsm.ReasonBudgetExhausted:    connect.CodeResourceExhausted,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

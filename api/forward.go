@@ -35,9 +35,10 @@ const (
 
 // peerClients are Connect clients for one peer's API address.
 type peerClients struct {
-	session fakv1connect.SessionServiceClient
-	cluster fakv1connect.ClusterServiceClient
-	runner  fakv1connect.RunnerServiceClient
+	session   fakv1connect.SessionServiceClient
+	cluster   fakv1connect.ClusterServiceClient
+	runner    fakv1connect.RunnerServiceClient
+	lifecycle fakv1connect.LifecycleServiceClient
 }
 
 type peerPool struct {
@@ -61,9 +62,10 @@ func (p *peerPool) get(addr string) *peerClients {
 		base = "http://" + base
 	}
 	c := &peerClients{
-		session: fakv1connect.NewSessionServiceClient(p.httpClient, base),
-		cluster: fakv1connect.NewClusterServiceClient(p.httpClient, base),
-		runner:  fakv1connect.NewRunnerServiceClient(p.httpClient, base),
+		session:   fakv1connect.NewSessionServiceClient(p.httpClient, base),
+		cluster:   fakv1connect.NewClusterServiceClient(p.httpClient, base),
+		runner:    fakv1connect.NewRunnerServiceClient(p.httpClient, base),
+		lifecycle: fakv1connect.NewLifecycleServiceClient(p.httpClient, base),
 	}
 	p.peers[addr] = c
 	return c

@@ -565,6 +565,287 @@ func (x *Endpoint) GetStatus() string {
 	return ""
 }
 
+// Budget counts what a lineage may spend (limits; 0 = unlimited) or has
+// spent (used).
+type Budget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Turns         uint64                 `protobuf:"varint,1,opt,name=turns,proto3" json:"turns,omitempty"`
+	OutputTokens  uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	Queries       uint64                 `protobuf:"varint,3,opt,name=queries,proto3" json:"queries,omitempty"`
+	SpendMicros   uint64                 `protobuf:"varint,4,opt,name=spend_micros,json=spendMicros,proto3" json:"spend_micros,omitempty"`
+	ToolCalls     uint64                 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_fak_v1_descriptor_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_descriptor_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_fak_v1_descriptor_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Budget) GetTurns() uint64 {
+	if x != nil {
+		return x.Turns
+	}
+	return 0
+}
+
+func (x *Budget) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetQueries() uint64 {
+	if x != nil {
+		return x.Queries
+	}
+	return 0
+}
+
+func (x *Budget) GetSpendMicros() uint64 {
+	if x != nil {
+		return x.SpendMicros
+	}
+	return 0
+}
+
+func (x *Budget) GetToolCalls() uint64 {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return 0
+}
+
+// Policy is fixed at CreateSession; the node's defaults fill zero fields.
+type Policy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limits        *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	ContextCap    uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"`
+	Priority      string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace          string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope    string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_fak_v1_descriptor_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_descriptor_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_fak_v1_descriptor_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Policy) GetLimits() *Budget {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Policy) GetContextCap() uint64 {
+	if x != nil {
+		return x.ContextCap
+	}
+	return 0
+}
+
+func (x *Policy) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *Policy) GetPace() string {
+	if x != nil {
+		return x.Pace
+	}
+	return ""
+}
+
+func (x *Policy) GetQaEnvelope() string {
+	if x != nil {
+		return x.QaEnvelope
+	}
+	return ""
+}
+
+// Envelope is the budget a lineage shares.
+type Envelope struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EnvelopeId string                 `protobuf:"bytes,1,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	Limits     *Budget                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	Used       *Budget                `protobuf:"bytes,3,opt,name=used,proto3" json:"used,omitempty"`
+	// Remaining per axis (absent axes are unlimited).
+	Remaining       *Budget `protobuf:"bytes,4,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	CreatedUnixNano int64   `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	ElapsedMs       int64   `protobuf:"varint,6,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	Priority        string  `protobuf:"bytes,7,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace            string  `protobuf:"bytes,8,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope      string  `protobuf:"bytes,9,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	Sessions        uint32  `protobuf:"varint,10,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	Refusals        uint64  `protobuf:"varint,11,opt,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Envelope) Reset() {
+	*x = Envelope{}
+	mi := &file_fak_v1_descriptor_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Envelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Envelope) ProtoMessage() {}
+
+func (x *Envelope) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_descriptor_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
+func (*Envelope) Descriptor() ([]byte, []int) {
+	return file_fak_v1_descriptor_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Envelope) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *Envelope) GetLimits() *Budget {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Envelope) GetUsed() *Budget {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+func (x *Envelope) GetRemaining() *Budget {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+func (x *Envelope) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *Envelope) GetElapsedMs() int64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *Envelope) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
+func (x *Envelope) GetPace() string {
+	if x != nil {
+		return x.Pace
+	}
+	return ""
+}
+
+func (x *Envelope) GetQaEnvelope() string {
+	if x != nil {
+		return x.QaEnvelope
+	}
+	return ""
+}
+
+func (x *Envelope) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+func (x *Envelope) GetRefusals() uint64 {
+	if x != nil {
+		return x.Refusals
+	}
+	return 0
+}
+
 var File_fak_v1_descriptor_proto protoreflect.FileDescriptor
 
 const file_fak_v1_descriptor_proto_rawDesc = "" +
@@ -618,7 +899,38 @@ const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06statusB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x06status\x18\x04 \x01(\tR\x06status\"\x9f\x01\n" +
+	"\x06Budget\x12\x14\n" +
+	"\x05turns\x18\x01 \x01(\x04R\x05turns\x12#\n" +
+	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x18\n" +
+	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
+	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xa2\x01\n" +
+	"\x06Policy\x12&\n" +
+	"\x06limits\x18\x01 \x01(\v2\x0e.fak.v1.BudgetR\x06limits\x12\x1f\n" +
+	"\vcontext_cap\x18\x02 \x01(\x04R\n" +
+	"contextCap\x12\x1a\n" +
+	"\bpriority\x18\x03 \x01(\tR\bpriority\x12\x12\n" +
+	"\x04pace\x18\x04 \x01(\tR\x04pace\x12\x1f\n" +
+	"\vqa_envelope\x18\x05 \x01(\tR\n" +
+	"qaEnvelope\"\xf9\x02\n" +
+	"\bEnvelope\x12\x1f\n" +
+	"\venvelope_id\x18\x01 \x01(\tR\n" +
+	"envelopeId\x12&\n" +
+	"\x06limits\x18\x02 \x01(\v2\x0e.fak.v1.BudgetR\x06limits\x12\"\n" +
+	"\x04used\x18\x03 \x01(\v2\x0e.fak.v1.BudgetR\x04used\x12,\n" +
+	"\tremaining\x18\x04 \x01(\v2\x0e.fak.v1.BudgetR\tremaining\x12*\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x06 \x01(\x03R\telapsedMs\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\tR\bpriority\x12\x12\n" +
+	"\x04pace\x18\b \x01(\tR\x04pace\x12\x1f\n" +
+	"\vqa_envelope\x18\t \x01(\tR\n" +
+	"qaEnvelope\x12\x1a\n" +
+	"\bsessions\x18\n" +
+	" \x01(\rR\bsessions\x12\x1a\n" +
+	"\brefusals\x18\v \x01(\x04R\brefusalsB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_descriptor_proto_rawDescOnce sync.Once
@@ -632,7 +944,7 @@ func file_fak_v1_descriptor_proto_rawDescGZIP() []byte {
 	return file_fak_v1_descriptor_proto_rawDescData
 }
 
-var file_fak_v1_descriptor_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_fak_v1_descriptor_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_fak_v1_descriptor_proto_goTypes = []any{
 	(*Placement)(nil),          // 0: fak.v1.Placement
 	(*Lease)(nil),              // 1: fak.v1.Lease
@@ -641,14 +953,21 @@ var file_fak_v1_descriptor_proto_goTypes = []any{
 	(*CapabilitySet)(nil),      // 4: fak.v1.CapabilitySet
 	(*Control)(nil),            // 5: fak.v1.Control
 	(*Endpoint)(nil),           // 6: fak.v1.Endpoint
+	(*Budget)(nil),             // 7: fak.v1.Budget
+	(*Policy)(nil),             // 8: fak.v1.Policy
+	(*Envelope)(nil),           // 9: fak.v1.Envelope
 }
 var file_fak_v1_descriptor_proto_depIdxs = []int32{
 	5, // 0: fak.v1.CapabilitySet.controls:type_name -> fak.v1.Control
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	7, // 1: fak.v1.Policy.limits:type_name -> fak.v1.Budget
+	7, // 2: fak.v1.Envelope.limits:type_name -> fak.v1.Budget
+	7, // 3: fak.v1.Envelope.used:type_name -> fak.v1.Budget
+	7, // 4: fak.v1.Envelope.remaining:type_name -> fak.v1.Budget
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_descriptor_proto_init() }
@@ -662,7 +981,7 @@ func file_fak_v1_descriptor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_descriptor_proto_rawDesc), len(file_fak_v1_descriptor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

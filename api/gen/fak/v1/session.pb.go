@@ -143,8 +143,19 @@ type Session struct {
 	Pending         *PendingInteraction `protobuf:"bytes,12,opt,name=pending,proto3" json:"pending,omitempty"`
 	TurnsCompleted  uint64              `protobuf:"varint,13,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
 	AttachmentCount uint32              `protobuf:"varint,14,opt,name=attachment_count,json=attachmentCount,proto3" json:"attachment_count,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Budget and lineage (ledger.proto).
+	EnvelopeId        string `protobuf:"bytes,15,opt,name=envelope_id,json=envelopeId,proto3" json:"envelope_id,omitempty"`
+	ContextCap        uint64 `protobuf:"varint,16,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"`
+	ContextUsed       uint64 `protobuf:"varint,17,opt,name=context_used,json=contextUsed,proto3" json:"context_used,omitempty"`
+	Provider          string `protobuf:"bytes,18,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderSessionId string `protobuf:"bytes,19,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
+	ParentSession     string `protobuf:"bytes,20,opt,name=parent_session,json=parentSession,proto3" json:"parent_session,omitempty"`
+	ForkAddress       uint64 `protobuf:"varint,21,opt,name=fork_address,json=forkAddress,proto3" json:"fork_address,omitempty"`
+	BoundarySource    string `protobuf:"bytes,22,opt,name=boundary_source,json=boundarySource,proto3" json:"boundary_source,omitempty"`
+	// Seq of the last reset_boundary (0: none).
+	ResetSeq      uint64 `protobuf:"varint,23,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -271,6 +282,69 @@ func (x *Session) GetTurnsCompleted() uint64 {
 func (x *Session) GetAttachmentCount() uint32 {
 	if x != nil {
 		return x.AttachmentCount
+	}
+	return 0
+}
+
+func (x *Session) GetEnvelopeId() string {
+	if x != nil {
+		return x.EnvelopeId
+	}
+	return ""
+}
+
+func (x *Session) GetContextCap() uint64 {
+	if x != nil {
+		return x.ContextCap
+	}
+	return 0
+}
+
+func (x *Session) GetContextUsed() uint64 {
+	if x != nil {
+		return x.ContextUsed
+	}
+	return 0
+}
+
+func (x *Session) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Session) GetProviderSessionId() string {
+	if x != nil {
+		return x.ProviderSessionId
+	}
+	return ""
+}
+
+func (x *Session) GetParentSession() string {
+	if x != nil {
+		return x.ParentSession
+	}
+	return ""
+}
+
+func (x *Session) GetForkAddress() uint64 {
+	if x != nil {
+		return x.ForkAddress
+	}
+	return 0
+}
+
+func (x *Session) GetBoundarySource() string {
+	if x != nil {
+		return x.BoundarySource
+	}
+	return ""
+}
+
+func (x *Session) GetResetSeq() uint64 {
+	if x != nil {
+		return x.ResetSeq
 	}
 	return 0
 }
@@ -438,7 +512,10 @@ type CreateSessionRequest struct {
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Where the first execution epoch runs. Empty fields take defaults: the
 	// echo runtime adapter on the node that received the request.
-	Placement     *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	Placement *Placement `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	// Budget limits of the session's new envelope and its context cap; zero
+	// fields take the node's defaults (0 there too = unlimited).
+	Policy        *Policy `protobuf:"bytes,5,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +574,13 @@ func (x *CreateSessionRequest) GetRequestId() string {
 func (x *CreateSessionRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
+	}
+	return nil
+}
+
+func (x *CreateSessionRequest) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
 	}
 	return nil
 }
@@ -730,7 +814,9 @@ type DescribeSessionResponse struct {
 	// where to go instead.
 	Capabilities *CapabilitySet `protobuf:"bytes,3,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// The node hosting the current epoch.
-	ComputeNode   string `protobuf:"bytes,4,opt,name=compute_node,json=computeNode,proto3" json:"compute_node,omitempty"`
+	ComputeNode string `protobuf:"bytes,4,opt,name=compute_node,json=computeNode,proto3" json:"compute_node,omitempty"`
+	// The lineage's budget envelope.
+	Budget        *Envelope `protobuf:"bytes,5,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -791,6 +877,13 @@ func (x *DescribeSessionResponse) GetComputeNode() string {
 		return x.ComputeNode
 	}
 	return ""
+}
+
+func (x *DescribeSessionResponse) GetBudget() *Envelope {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
 }
 
 type AppendEventsRequest struct {
@@ -1326,7 +1419,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\x92\x04\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd3\x06\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1344,7 +1437,18 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\x05lease\x18\v \x01(\v2\r.fak.v1.LeaseR\x05lease\x124\n" +
 	"\apending\x18\f \x01(\v2\x1a.fak.v1.PendingInteractionR\apending\x12'\n" +
 	"\x0fturns_completed\x18\r \x01(\x04R\x0eturnsCompleted\x12)\n" +
-	"\x10attachment_count\x18\x0e \x01(\rR\x0fattachmentCount\"\xb9\x01\n" +
+	"\x10attachment_count\x18\x0e \x01(\rR\x0fattachmentCount\x12\x1f\n" +
+	"\venvelope_id\x18\x0f \x01(\tR\n" +
+	"envelopeId\x12\x1f\n" +
+	"\vcontext_cap\x18\x10 \x01(\x04R\n" +
+	"contextCap\x12!\n" +
+	"\fcontext_used\x18\x11 \x01(\x04R\vcontextUsed\x12\x1a\n" +
+	"\bprovider\x18\x12 \x01(\tR\bprovider\x12.\n" +
+	"\x13provider_session_id\x18\x13 \x01(\tR\x11providerSessionId\x12%\n" +
+	"\x0eparent_session\x18\x14 \x01(\tR\rparentSession\x12!\n" +
+	"\ffork_address\x18\x15 \x01(\x04R\vforkAddress\x12'\n" +
+	"\x0fboundary_source\x18\x16 \x01(\tR\x0eboundarySource\x12\x1b\n" +
+	"\treset_seq\x18\x17 \x01(\x04R\bresetSeq\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -1359,13 +1463,14 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"EventInput\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"\x9a\x01\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\xc2\x01\n" +
 	"\x14CreateSessionRequest\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12\x1c\n" +
 	"\tobjective\x18\x02 \x01(\tR\tobjective\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12/\n" +
-	"\tplacement\x18\x04 \x01(\v2\x11.fak.v1.PlacementR\tplacement\"B\n" +
+	"\tplacement\x18\x04 \x01(\v2\x11.fak.v1.PlacementR\tplacement\x12&\n" +
+	"\x06policy\x18\x05 \x01(\v2\x0e.fak.v1.PolicyR\x06policy\"B\n" +
 	"\x15CreateSessionResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"\x8c\x01\n" +
 	"\x13ListSessionsRequest\x129\n" +
@@ -1380,12 +1485,13 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
 	"\vconsistency\x18\x02 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\x12#\n" +
-	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"\xd8\x01\n" +
+	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"\x82\x02\n" +
 	"\x17DescribeSessionResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\x124\n" +
 	"\vattachments\x18\x02 \x03(\v2\x12.fak.v1.AttachmentR\vattachments\x129\n" +
 	"\fcapabilities\x18\x03 \x01(\v2\x15.fak.v1.CapabilitySetR\fcapabilities\x12!\n" +
-	"\fcompute_node\x18\x04 \x01(\tR\vcomputeNode\"\xb8\x01\n" +
+	"\fcompute_node\x18\x04 \x01(\tR\vcomputeNode\x12(\n" +
+	"\x06budget\x18\x05 \x01(\v2\x10.fak.v1.EnvelopeR\x06budget\"\xb8\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -1475,8 +1581,10 @@ var file_fak_v1_session_proto_goTypes = []any{
 	(*Placement)(nil),               // 20: fak.v1.Placement
 	(*Lease)(nil),                   // 21: fak.v1.Lease
 	(*PendingInteraction)(nil),      // 22: fak.v1.PendingInteraction
-	(*Attachment)(nil),              // 23: fak.v1.Attachment
-	(*CapabilitySet)(nil),           // 24: fak.v1.CapabilitySet
+	(*Policy)(nil),                  // 23: fak.v1.Policy
+	(*Attachment)(nil),              // 24: fak.v1.Attachment
+	(*CapabilitySet)(nil),           // 25: fak.v1.CapabilitySet
+	(*Envelope)(nil),                // 26: fak.v1.Envelope
 }
 var file_fak_v1_session_proto_depIdxs = []int32{
 	1,  // 0: fak.v1.Session.state:type_name -> fak.v1.SessionState
@@ -1484,23 +1592,25 @@ var file_fak_v1_session_proto_depIdxs = []int32{
 	21, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
 	22, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
 	20, // 4: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
-	2,  // 5: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
-	0,  // 6: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 7: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
-	0,  // 8: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 9: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
-	23, // 10: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
-	24, // 11: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
-	4,  // 12: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
-	0,  // 13: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	3,  // 14: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
-	3,  // 15: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
-	2,  // 16: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	23, // 5: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
+	2,  // 6: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
+	0,  // 7: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 8: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
+	0,  // 9: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 10: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
+	24, // 11: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
+	25, // 12: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
+	26, // 13: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
+	4,  // 14: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
+	0,  // 15: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	3,  // 16: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
+	3,  // 17: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
+	2,  // 18: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_session_proto_init() }

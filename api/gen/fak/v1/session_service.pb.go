@@ -24,7 +24,7 @@ var File_fak_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x14fak/v1/session.proto2\x8e\t\n" +
+	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x13fak/v1/ledger.proto\x1a\x14fak/v1/session.proto2\xc6\f\n" +
 	"\x0eSessionService\x12L\n" +
 	"\rCreateSession\x12\x1c.fak.v1.CreateSessionRequest\x1a\x1d.fak.v1.CreateSessionResponse\x12N\n" +
 	"\fListSessions\x12\x1b.fak.v1.ListSessionsRequest\x1a\x1c.fak.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12W\n" +
@@ -43,7 +43,15 @@ const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"RenewLease\x12\x19.fak.v1.RenewLeaseRequest\x1a\x1a.fak.v1.RenewLeaseResponse\x12I\n" +
 	"\fReleaseLease\x12\x1b.fak.v1.ReleaseLeaseRequest\x1a\x1c.fak.v1.ReleaseLeaseResponse\x12O\n" +
-	"\x0eAnswerApproval\x12\x1d.fak.v1.AnswerApprovalRequest\x1a\x1e.fak.v1.AnswerApprovalResponse2l\n" +
+	"\x0eAnswerApproval\x12\x1d.fak.v1.AnswerApprovalRequest\x1a\x1e.fak.v1.AnswerApprovalResponse\x12I\n" +
+	"\fFreshSession\x12\x1b.fak.v1.FreshSessionRequest\x1a\x1c.fak.v1.FreshSessionResponse\x12I\n" +
+	"\fResetSession\x12\x1b.fak.v1.ResetSessionRequest\x1a\x1c.fak.v1.ResetSessionResponse\x12I\n" +
+	"\fClearSession\x12\x1b.fak.v1.ClearSessionRequest\x1a\x1c.fak.v1.ClearSessionResponse\x12C\n" +
+	"\n" +
+	"NewSession\x12\x19.fak.v1.NewSessionRequest\x1a\x1a.fak.v1.NewSessionResponse\x12F\n" +
+	"\vForkSession\x12\x1a.fak.v1.ForkSessionRequest\x1a\x1b.fak.v1.ForkSessionResponse\x12H\n" +
+	"\n" +
+	"GetLineage\x12\x19.fak.v1.GetLineageRequest\x1a\x1a.fak.v1.GetLineageResponse\"\x03\x90\x02\x012l\n" +
 	"\rRunnerService\x12[\n" +
 	"\x12AppendRunnerEvents\x12!.fak.v1.AppendRunnerEventsRequest\x1a\".fak.v1.AppendRunnerEventsResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
@@ -64,24 +72,36 @@ var file_fak_v1_session_service_proto_goTypes = []any{
 	(*RenewLeaseRequest)(nil),          // 13: fak.v1.RenewLeaseRequest
 	(*ReleaseLeaseRequest)(nil),        // 14: fak.v1.ReleaseLeaseRequest
 	(*AnswerApprovalRequest)(nil),      // 15: fak.v1.AnswerApprovalRequest
-	(*AppendRunnerEventsRequest)(nil),  // 16: fak.v1.AppendRunnerEventsRequest
-	(*CreateSessionResponse)(nil),      // 17: fak.v1.CreateSessionResponse
-	(*ListSessionsResponse)(nil),       // 18: fak.v1.ListSessionsResponse
-	(*DescribeSessionResponse)(nil),    // 19: fak.v1.DescribeSessionResponse
-	(*AppendEventsResponse)(nil),       // 20: fak.v1.AppendEventsResponse
-	(*ReadEventsResponse)(nil),         // 21: fak.v1.ReadEventsResponse
-	(*WatchEventsResponse)(nil),        // 22: fak.v1.WatchEventsResponse
-	(*StopSessionResponse)(nil),        // 23: fak.v1.StopSessionResponse
-	(*DiscoverSessionResponse)(nil),    // 24: fak.v1.DiscoverSessionResponse
-	(*AttachResponse)(nil),             // 25: fak.v1.AttachResponse
-	(*KeepAliveResponse)(nil),          // 26: fak.v1.KeepAliveResponse
-	(*DetachResponse)(nil),             // 27: fak.v1.DetachResponse
-	(*ActResponse)(nil),                // 28: fak.v1.ActResponse
-	(*TakeLeaseResponse)(nil),          // 29: fak.v1.TakeLeaseResponse
-	(*RenewLeaseResponse)(nil),         // 30: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseResponse)(nil),       // 31: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalResponse)(nil),     // 32: fak.v1.AnswerApprovalResponse
-	(*AppendRunnerEventsResponse)(nil), // 33: fak.v1.AppendRunnerEventsResponse
+	(*FreshSessionRequest)(nil),        // 16: fak.v1.FreshSessionRequest
+	(*ResetSessionRequest)(nil),        // 17: fak.v1.ResetSessionRequest
+	(*ClearSessionRequest)(nil),        // 18: fak.v1.ClearSessionRequest
+	(*NewSessionRequest)(nil),          // 19: fak.v1.NewSessionRequest
+	(*ForkSessionRequest)(nil),         // 20: fak.v1.ForkSessionRequest
+	(*GetLineageRequest)(nil),          // 21: fak.v1.GetLineageRequest
+	(*AppendRunnerEventsRequest)(nil),  // 22: fak.v1.AppendRunnerEventsRequest
+	(*CreateSessionResponse)(nil),      // 23: fak.v1.CreateSessionResponse
+	(*ListSessionsResponse)(nil),       // 24: fak.v1.ListSessionsResponse
+	(*DescribeSessionResponse)(nil),    // 25: fak.v1.DescribeSessionResponse
+	(*AppendEventsResponse)(nil),       // 26: fak.v1.AppendEventsResponse
+	(*ReadEventsResponse)(nil),         // 27: fak.v1.ReadEventsResponse
+	(*WatchEventsResponse)(nil),        // 28: fak.v1.WatchEventsResponse
+	(*StopSessionResponse)(nil),        // 29: fak.v1.StopSessionResponse
+	(*DiscoverSessionResponse)(nil),    // 30: fak.v1.DiscoverSessionResponse
+	(*AttachResponse)(nil),             // 31: fak.v1.AttachResponse
+	(*KeepAliveResponse)(nil),          // 32: fak.v1.KeepAliveResponse
+	(*DetachResponse)(nil),             // 33: fak.v1.DetachResponse
+	(*ActResponse)(nil),                // 34: fak.v1.ActResponse
+	(*TakeLeaseResponse)(nil),          // 35: fak.v1.TakeLeaseResponse
+	(*RenewLeaseResponse)(nil),         // 36: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseResponse)(nil),       // 37: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalResponse)(nil),     // 38: fak.v1.AnswerApprovalResponse
+	(*FreshSessionResponse)(nil),       // 39: fak.v1.FreshSessionResponse
+	(*ResetSessionResponse)(nil),       // 40: fak.v1.ResetSessionResponse
+	(*ClearSessionResponse)(nil),       // 41: fak.v1.ClearSessionResponse
+	(*NewSessionResponse)(nil),         // 42: fak.v1.NewSessionResponse
+	(*ForkSessionResponse)(nil),        // 43: fak.v1.ForkSessionResponse
+	(*GetLineageResponse)(nil),         // 44: fak.v1.GetLineageResponse
+	(*AppendRunnerEventsResponse)(nil), // 45: fak.v1.AppendRunnerEventsResponse
 }
 var file_fak_v1_session_service_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
@@ -100,26 +120,38 @@ var file_fak_v1_session_service_proto_depIdxs = []int32{
 	13, // 13: fak.v1.SessionService.RenewLease:input_type -> fak.v1.RenewLeaseRequest
 	14, // 14: fak.v1.SessionService.ReleaseLease:input_type -> fak.v1.ReleaseLeaseRequest
 	15, // 15: fak.v1.SessionService.AnswerApproval:input_type -> fak.v1.AnswerApprovalRequest
-	16, // 16: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
-	17, // 17: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	18, // 18: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	19, // 19: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	20, // 20: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	21, // 21: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	22, // 22: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	23, // 23: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	24, // 24: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
-	25, // 25: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
-	26, // 26: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
-	27, // 27: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
-	28, // 28: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
-	29, // 29: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
-	30, // 30: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
-	31, // 31: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
-	32, // 32: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
-	33, // 33: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
-	17, // [17:34] is the sub-list for method output_type
-	0,  // [0:17] is the sub-list for method input_type
+	16, // 16: fak.v1.SessionService.FreshSession:input_type -> fak.v1.FreshSessionRequest
+	17, // 17: fak.v1.SessionService.ResetSession:input_type -> fak.v1.ResetSessionRequest
+	18, // 18: fak.v1.SessionService.ClearSession:input_type -> fak.v1.ClearSessionRequest
+	19, // 19: fak.v1.SessionService.NewSession:input_type -> fak.v1.NewSessionRequest
+	20, // 20: fak.v1.SessionService.ForkSession:input_type -> fak.v1.ForkSessionRequest
+	21, // 21: fak.v1.SessionService.GetLineage:input_type -> fak.v1.GetLineageRequest
+	22, // 22: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
+	23, // 23: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
+	24, // 24: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
+	25, // 25: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
+	26, // 26: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
+	27, // 27: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
+	28, // 28: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
+	29, // 29: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
+	30, // 30: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
+	31, // 31: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
+	32, // 32: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
+	33, // 33: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
+	34, // 34: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
+	35, // 35: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
+	36, // 36: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
+	37, // 37: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
+	38, // 38: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
+	39, // 39: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
+	40, // 40: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
+	41, // 41: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
+	42, // 42: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
+	43, // 43: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
+	44, // 44: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
+	45, // 45: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
+	23, // [23:46] is the sub-list for method output_type
+	0,  // [0:23] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name
@@ -131,6 +163,7 @@ func file_fak_v1_session_service_proto_init() {
 		return
 	}
 	file_fak_v1_attach_proto_init()
+	file_fak_v1_ledger_proto_init()
 	file_fak_v1_session_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -80,6 +80,24 @@ const (
 	// SessionServiceAnswerApprovalProcedure is the fully-qualified name of the SessionService's
 	// AnswerApproval RPC.
 	SessionServiceAnswerApprovalProcedure = "/fak.v1.SessionService/AnswerApproval"
+	// SessionServiceFreshSessionProcedure is the fully-qualified name of the SessionService's
+	// FreshSession RPC.
+	SessionServiceFreshSessionProcedure = "/fak.v1.SessionService/FreshSession"
+	// SessionServiceResetSessionProcedure is the fully-qualified name of the SessionService's
+	// ResetSession RPC.
+	SessionServiceResetSessionProcedure = "/fak.v1.SessionService/ResetSession"
+	// SessionServiceClearSessionProcedure is the fully-qualified name of the SessionService's
+	// ClearSession RPC.
+	SessionServiceClearSessionProcedure = "/fak.v1.SessionService/ClearSession"
+	// SessionServiceNewSessionProcedure is the fully-qualified name of the SessionService's NewSession
+	// RPC.
+	SessionServiceNewSessionProcedure = "/fak.v1.SessionService/NewSession"
+	// SessionServiceForkSessionProcedure is the fully-qualified name of the SessionService's
+	// ForkSession RPC.
+	SessionServiceForkSessionProcedure = "/fak.v1.SessionService/ForkSession"
+	// SessionServiceGetLineageProcedure is the fully-qualified name of the SessionService's GetLineage
+	// RPC.
+	SessionServiceGetLineageProcedure = "/fak.v1.SessionService/GetLineage"
 	// RunnerServiceAppendRunnerEventsProcedure is the fully-qualified name of the RunnerService's
 	// AppendRunnerEvents RPC.
 	RunnerServiceAppendRunnerEventsProcedure = "/fak.v1.RunnerService/AppendRunnerEvents"
@@ -111,6 +129,19 @@ type SessionServiceClient interface {
 	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 	AnswerApproval(context.Context, *connect.Request[v1.AnswerApprovalRequest]) (*connect.Response[v1.AnswerApprovalResponse], error)
+	// The reset ledger (ledger.proto, DESIGN.md §5). Each is idempotent under
+	// its request id.
+	// FreshSession rotates the provider-facing id and prunes cached provider
+	// state; the conversation and queued inputs stay.
+	FreshSession(context.Context, *connect.Request[v1.FreshSessionRequest]) (*connect.Response[v1.FreshSessionResponse], error)
+	// ResetSession appends a reset_boundary (BUSY while a turn runs).
+	ResetSession(context.Context, *connect.Request[v1.ResetSessionRequest]) (*connect.Response[v1.ResetSessionResponse], error)
+	// ClearSession and NewSession stop the session (USER_CLEAR / USER_NEW)
+	// and open its child sharing the budget envelope.
+	ClearSession(context.Context, *connect.Request[v1.ClearSessionRequest]) (*connect.Response[v1.ClearSessionResponse], error)
+	NewSession(context.Context, *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error)
+	ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error)
+	GetLineage(context.Context, *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error)
 }
 
 // NewSessionServiceClient constructs a client for the fak.v1.SessionService service. By default, it
@@ -224,6 +255,43 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sessionServiceMethods.ByName("AnswerApproval")),
 			connect.WithClientOptions(opts...),
 		),
+		freshSession: connect.NewClient[v1.FreshSessionRequest, v1.FreshSessionResponse](
+			httpClient,
+			baseURL+SessionServiceFreshSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("FreshSession")),
+			connect.WithClientOptions(opts...),
+		),
+		resetSession: connect.NewClient[v1.ResetSessionRequest, v1.ResetSessionResponse](
+			httpClient,
+			baseURL+SessionServiceResetSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("ResetSession")),
+			connect.WithClientOptions(opts...),
+		),
+		clearSession: connect.NewClient[v1.ClearSessionRequest, v1.ClearSessionResponse](
+			httpClient,
+			baseURL+SessionServiceClearSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("ClearSession")),
+			connect.WithClientOptions(opts...),
+		),
+		newSession: connect.NewClient[v1.NewSessionRequest, v1.NewSessionResponse](
+			httpClient,
+			baseURL+SessionServiceNewSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("NewSession")),
+			connect.WithClientOptions(opts...),
+		),
+		forkSession: connect.NewClient[v1.ForkSessionRequest, v1.ForkSessionResponse](
+			httpClient,
+			baseURL+SessionServiceForkSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("ForkSession")),
+			connect.WithClientOptions(opts...),
+		),
+		getLineage: connect.NewClient[v1.GetLineageRequest, v1.GetLineageResponse](
+			httpClient,
+			baseURL+SessionServiceGetLineageProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("GetLineage")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -245,6 +313,12 @@ type sessionServiceClient struct {
 	renewLease      *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
 	releaseLease    *connect.Client[v1.ReleaseLeaseRequest, v1.ReleaseLeaseResponse]
 	answerApproval  *connect.Client[v1.AnswerApprovalRequest, v1.AnswerApprovalResponse]
+	freshSession    *connect.Client[v1.FreshSessionRequest, v1.FreshSessionResponse]
+	resetSession    *connect.Client[v1.ResetSessionRequest, v1.ResetSessionResponse]
+	clearSession    *connect.Client[v1.ClearSessionRequest, v1.ClearSessionResponse]
+	newSession      *connect.Client[v1.NewSessionRequest, v1.NewSessionResponse]
+	forkSession     *connect.Client[v1.ForkSessionRequest, v1.ForkSessionResponse]
+	getLineage      *connect.Client[v1.GetLineageRequest, v1.GetLineageResponse]
 }
 
 // CreateSession calls fak.v1.SessionService.CreateSession.
@@ -327,6 +401,36 @@ func (c *sessionServiceClient) AnswerApproval(ctx context.Context, req *connect.
 	return c.answerApproval.CallUnary(ctx, req)
 }
 
+// FreshSession calls fak.v1.SessionService.FreshSession.
+func (c *sessionServiceClient) FreshSession(ctx context.Context, req *connect.Request[v1.FreshSessionRequest]) (*connect.Response[v1.FreshSessionResponse], error) {
+	return c.freshSession.CallUnary(ctx, req)
+}
+
+// ResetSession calls fak.v1.SessionService.ResetSession.
+func (c *sessionServiceClient) ResetSession(ctx context.Context, req *connect.Request[v1.ResetSessionRequest]) (*connect.Response[v1.ResetSessionResponse], error) {
+	return c.resetSession.CallUnary(ctx, req)
+}
+
+// ClearSession calls fak.v1.SessionService.ClearSession.
+func (c *sessionServiceClient) ClearSession(ctx context.Context, req *connect.Request[v1.ClearSessionRequest]) (*connect.Response[v1.ClearSessionResponse], error) {
+	return c.clearSession.CallUnary(ctx, req)
+}
+
+// NewSession calls fak.v1.SessionService.NewSession.
+func (c *sessionServiceClient) NewSession(ctx context.Context, req *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error) {
+	return c.newSession.CallUnary(ctx, req)
+}
+
+// ForkSession calls fak.v1.SessionService.ForkSession.
+func (c *sessionServiceClient) ForkSession(ctx context.Context, req *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error) {
+	return c.forkSession.CallUnary(ctx, req)
+}
+
+// GetLineage calls fak.v1.SessionService.GetLineage.
+func (c *sessionServiceClient) GetLineage(ctx context.Context, req *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error) {
+	return c.getLineage.CallUnary(ctx, req)
+}
+
 // SessionServiceHandler is an implementation of the fak.v1.SessionService service.
 type SessionServiceHandler interface {
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
@@ -353,6 +457,19 @@ type SessionServiceHandler interface {
 	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 	AnswerApproval(context.Context, *connect.Request[v1.AnswerApprovalRequest]) (*connect.Response[v1.AnswerApprovalResponse], error)
+	// The reset ledger (ledger.proto, DESIGN.md §5). Each is idempotent under
+	// its request id.
+	// FreshSession rotates the provider-facing id and prunes cached provider
+	// state; the conversation and queued inputs stay.
+	FreshSession(context.Context, *connect.Request[v1.FreshSessionRequest]) (*connect.Response[v1.FreshSessionResponse], error)
+	// ResetSession appends a reset_boundary (BUSY while a turn runs).
+	ResetSession(context.Context, *connect.Request[v1.ResetSessionRequest]) (*connect.Response[v1.ResetSessionResponse], error)
+	// ClearSession and NewSession stop the session (USER_CLEAR / USER_NEW)
+	// and open its child sharing the budget envelope.
+	ClearSession(context.Context, *connect.Request[v1.ClearSessionRequest]) (*connect.Response[v1.ClearSessionResponse], error)
+	NewSession(context.Context, *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error)
+	ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error)
+	GetLineage(context.Context, *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error)
 }
 
 // NewSessionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -462,6 +579,43 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sessionServiceMethods.ByName("AnswerApproval")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sessionServiceFreshSessionHandler := connect.NewUnaryHandler(
+		SessionServiceFreshSessionProcedure,
+		svc.FreshSession,
+		connect.WithSchema(sessionServiceMethods.ByName("FreshSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceResetSessionHandler := connect.NewUnaryHandler(
+		SessionServiceResetSessionProcedure,
+		svc.ResetSession,
+		connect.WithSchema(sessionServiceMethods.ByName("ResetSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceClearSessionHandler := connect.NewUnaryHandler(
+		SessionServiceClearSessionProcedure,
+		svc.ClearSession,
+		connect.WithSchema(sessionServiceMethods.ByName("ClearSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceNewSessionHandler := connect.NewUnaryHandler(
+		SessionServiceNewSessionProcedure,
+		svc.NewSession,
+		connect.WithSchema(sessionServiceMethods.ByName("NewSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceForkSessionHandler := connect.NewUnaryHandler(
+		SessionServiceForkSessionProcedure,
+		svc.ForkSession,
+		connect.WithSchema(sessionServiceMethods.ByName("ForkSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceGetLineageHandler := connect.NewUnaryHandler(
+		SessionServiceGetLineageProcedure,
+		svc.GetLineage,
+		connect.WithSchema(sessionServiceMethods.ByName("GetLineage")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.SessionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SessionServiceCreateSessionProcedure:
@@ -496,6 +650,18 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceReleaseLeaseHandler.ServeHTTP(w, r)
 		case SessionServiceAnswerApprovalProcedure:
 			sessionServiceAnswerApprovalHandler.ServeHTTP(w, r)
+		case SessionServiceFreshSessionProcedure:
+			sessionServiceFreshSessionHandler.ServeHTTP(w, r)
+		case SessionServiceResetSessionProcedure:
+			sessionServiceResetSessionHandler.ServeHTTP(w, r)
+		case SessionServiceClearSessionProcedure:
+			sessionServiceClearSessionHandler.ServeHTTP(w, r)
+		case SessionServiceNewSessionProcedure:
+			sessionServiceNewSessionHandler.ServeHTTP(w, r)
+		case SessionServiceForkSessionProcedure:
+			sessionServiceForkSessionHandler.ServeHTTP(w, r)
+		case SessionServiceGetLineageProcedure:
+			sessionServiceGetLineageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -567,6 +733,30 @@ func (UnimplementedSessionServiceHandler) ReleaseLease(context.Context, *connect
 
 func (UnimplementedSessionServiceHandler) AnswerApproval(context.Context, *connect.Request[v1.AnswerApprovalRequest]) (*connect.Response[v1.AnswerApprovalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.AnswerApproval is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) FreshSession(context.Context, *connect.Request[v1.FreshSessionRequest]) (*connect.Response[v1.FreshSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.FreshSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) ResetSession(context.Context, *connect.Request[v1.ResetSessionRequest]) (*connect.Response[v1.ResetSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.ResetSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) ClearSession(context.Context, *connect.Request[v1.ClearSessionRequest]) (*connect.Response[v1.ClearSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.ClearSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) NewSession(context.Context, *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.NewSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.ForkSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) GetLineage(context.Context, *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.GetLineage is not implemented"))
 }
 
 // RunnerServiceClient is a client for the fak.v1.RunnerService service.
