@@ -14,6 +14,8 @@ import (
 // Attachment and lease timing. An attachment lives AttachmentTTL past its
 // last keep-alive; clients renew every AttachmentKeepAlive. The input lease
 // is short (DESIGN.md §7) and renewed by its holder every LeaseTTL/3.
+// These are the defaults; Config.LeaseTTL and Config.AttachmentTTL override
+// them (tests shorten them).
 const (
 	AttachmentTTL       = 30 * time.Second
 	AttachmentKeepAlive = 10 * time.Second
@@ -31,12 +33,12 @@ func (h *sessionHandler) Attach(ctx context.Context, req *connect.Request[fakv1.
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_Attach{Attach: &fsmpb.Attach{
 				SessionId: m.SessionId, AttachmentId: id, ClientKind: m.ClientKind, ClientName: m.ClientName,
-				Capabilities: m.Capabilities, Node: h.s.cfg.NodeName, TtlNanos: int64(AttachmentTTL),
+				Capabilities: m.Capabilities, Node: h.s.cfg.NodeName, TtlNanos: int64(h.s.cfg.AttachmentTTL),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.AttachResponse {
 			return &fakv1.AttachResponse{AttachmentId: res.GetAttachment().GetAttachmentId(),
-				TtlMs: AttachmentTTL.Milliseconds(), KeepaliveMs: AttachmentKeepAlive.Milliseconds()}
+				TtlMs: h.s.cfg.AttachmentTTL.Milliseconds(), KeepaliveMs: min(AttachmentKeepAlive, h.s.cfg.AttachmentTTL/3).Milliseconds()}
 		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.AttachRequest]) (*connect.Response[fakv1.AttachResponse], error) {
 			return p.session.Attach(ctx, r)
@@ -61,7 +63,7 @@ func (h *sessionHandler) KeepAlive(ctx context.Context, req *connect.Request[fak
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_KeepAlive{KeepAlive: &fsmpb.KeepAlive{
-				SessionId: m.SessionId, AttachmentId: m.AttachmentId, TtlNanos: int64(AttachmentTTL),
+				SessionId: m.SessionId, AttachmentId: m.AttachmentId, TtlNanos: int64(h.s.cfg.AttachmentTTL),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.KeepAliveResponse {
@@ -128,11 +130,11 @@ func (h *sessionHandler) TakeLease(ctx context.Context, req *connect.Request[fak
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_TakeLease{TakeLease: &fsmpb.TakeLease{
-				SessionId: m.SessionId, AttachmentId: m.AttachmentId, Steal: m.Steal, TtlNanos: int64(LeaseTTL),
+				SessionId: m.SessionId, AttachmentId: m.AttachmentId, Steal: m.Steal, TtlNanos: int64(h.s.cfg.LeaseTTL),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.TakeLeaseResponse {
-			return &fakv1.TakeLeaseResponse{Lease: leaseToAPI(res.GetSession().GetLease()), AlreadyHeld: res.GetNoOp(), TtlMs: LeaseTTL.Milliseconds()}
+			return &fakv1.TakeLeaseResponse{Lease: leaseToAPI(res.GetSession().GetLease()), AlreadyHeld: res.GetNoOp(), TtlMs: h.s.cfg.LeaseTTL.Milliseconds()}
 		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.TakeLeaseRequest]) (*connect.Response[fakv1.TakeLeaseResponse], error) {
 			return p.session.TakeLease(ctx, r)
@@ -148,7 +150,7 @@ func (h *sessionHandler) RenewLease(ctx context.Context, req *connect.Request[fa
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_RenewLease{RenewLease: &fsmpb.RenewLease{
-				SessionId: m.SessionId, AttachmentId: m.AttachmentId, TtlNanos: int64(LeaseTTL),
+				SessionId: m.SessionId, AttachmentId: m.AttachmentId, TtlNanos: int64(h.s.cfg.LeaseTTL),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.RenewLeaseResponse {

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/hashicorp/go-hclog"
 
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/api/web"
 	"github.com/fak-dev/fak/cluster"
@@ -36,6 +37,12 @@ type Config struct {
 	Tokens []string
 	// MaxEventBytes limits one event's text + data (default 1 MiB).
 	MaxEventBytes int
+	// LeaseTTL and AttachmentTTL override the input lease and attachment
+	// lifetimes (0: the LeaseTTL and AttachmentTTL constants).
+	LeaseTTL      time.Duration
+	AttachmentTTL time.Duration
+	// DefaultPolicy fills the zero fields of a new session's policy.
+	DefaultPolicy *fakv1.Policy
 	// Leave makes the node leave the cluster and shut down.
 	Leave  func() error
 	Logger hclog.Logger
@@ -59,6 +66,12 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = LeaseTTL
+	}
+	if cfg.AttachmentTTL <= 0 {
+		cfg.AttachmentTTL = AttachmentTTL
 	}
 	s := &Server{
 		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext),
@@ -92,7 +105,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
-	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName}
+	mux.Handle(fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, opts...))
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))

@@ -30,6 +30,14 @@ type Config struct {
 	Tokens        []string
 	MaxEventBytes int
 
+	// EchoTurn is the length of a turn of the built-in echo adapter: 0 is
+	// the default (1s), a negative value runs turns without pauses.
+	EchoTurn time.Duration
+	// LeaseTTL and AttachmentTTL override the API's input-lease and
+	// attachment lifetimes (0: the API defaults). Tests shorten them.
+	LeaseTTL      time.Duration
+	AttachmentTTL time.Duration
+
 	DeadServerGrace   time.Duration
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration

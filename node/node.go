@@ -13,6 +13,8 @@ import (
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/echo"
 )
 
 const (
@@ -29,6 +31,11 @@ type Node struct {
 	cluster *cluster.Cluster
 	api     *api.Server
 	apiLn   net.Listener
+	runner  *runner.Runner
+
+	// Background controllers (the reaper) run under bgCtx until shutdown.
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 
 	serveErr     chan error
 	done         chan struct{}
@@ -83,9 +90,20 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
-		MaxEventBytes: cfg.MaxEventBytes, Leave: n.leaveAndShutdown, Logger: logger,
+		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
+		Leave: n.leaveAndShutdown, Logger: logger,
 	}, c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
+	n.runner = runner.New(runner.Config{
+		Node: cfg.Name, FSM: f, Writer: newAPIWriter(localAddr(ln.Addr()), cfg.Tokens),
+		Adapters: []runner.Adapter{echo.New(echo.Options{TurnDuration: echoTurn(cfg.EchoTurn)})},
+		Logger:   logger,
+	})
+	n.runner.Start()
+	var bgCtx context.Context
+	bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.reapLoop(bgCtx) }()
 	go n.retryJoin()
 	logger.Info("node started", "api", apiAddr, "raft", c.RaftAddr(), "gossip", c.GossipAddr())
 	return n, nil
@@ -160,6 +178,11 @@ func (n *Node) leaveAndShutdown() error {
 func (n *Node) Shutdown() error {
 	n.shutdownOnce.Do(func() {
 		n.logger.Info("shutting down")
+		// The runner writes through the API, so it stops first; a turn it
+		// cuts short is closed as interrupted by the session's next runner.
+		n.runner.Stop()
+		n.bgCancel()
+		n.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		if err := n.api.Shutdown(ctx); err != nil {
@@ -172,4 +195,15 @@ func (n *Node) Shutdown() error {
 		close(n.done)
 	})
 	return n.shutdownErr
+}
+
+// echoTurn maps Config.EchoTurn to the echo adapter's turn length.
+func echoTurn(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return echo.DefaultTurnDuration
+	case d < 0:
+		return 0
+	}
+	return d
 }

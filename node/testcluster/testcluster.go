@@ -35,6 +35,12 @@ type Options struct {
 	TrailingLogs      uint64
 	DeadServerGrace   time.Duration
 	MaxEventBytes     int
+	// EchoTurn is the echo adapter's turn length (0: the node default,
+	// 1s; tests usually want 50-100ms).
+	EchoTurn time.Duration
+	// LeaseTTL and AttachmentTTL shorten the API's lifetimes (0: defaults).
+	LeaseTTL      time.Duration
+	AttachmentTTL time.Duration
 	// LogLevel for node logs written to t.Log (default "warn").
 	LogLevel string
 }
@@ -125,6 +131,7 @@ func (c *Cluster) Start(n *Node) {
 			APIAddr: n.APIAddr, RaftAddr: n.RaftAddr, GossipAddr: n.GossipAddr,
 			BootstrapExpect: expect, Join: c.gossipAddrs(), Voter: n.Voter,
 			Tokens: []string{Token}, MaxEventBytes: c.opts.MaxEventBytes,
+			EchoTurn: c.opts.EchoTurn, LeaseTTL: c.opts.LeaseTTL, AttachmentTTL: c.opts.AttachmentTTL,
 			DeadServerGrace:   c.opts.DeadServerGrace,
 			SnapshotThreshold: c.opts.SnapshotThreshold, TrailingLogs: c.opts.TrailingLogs,
 			Logger: logger,

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/api/apiclient"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node/runner"
+)
+
+// apiWriter is the runner's way into the cluster: the public API of its own
+// node, so a follower's runner is forwarded to the leader exactly like any
+// client write and the same auth, limits and idempotency apply.
+type apiWriter struct {
+	runner   fakv1connect.RunnerServiceClient
+	sessions fakv1connect.SessionServiceClient
+}
+
+func newAPIWriter(apiAddr string, tokens []string) *apiWriter {
+	base := "http://" + apiAddr
+	var opts []connect.ClientOption
+	if len(tokens) > 0 {
+		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(tokens[0])))
+	}
+	hc := apiclient.NewHTTPClient()
+	return &apiWriter{
+		runner:   fakv1connect.NewRunnerServiceClient(hc, base, opts...),
+		sessions: fakv1connect.NewSessionServiceClient(hc, base, opts...),
+	}
+}
+
+// localAddr turns a bound listener address into one this process can dial:
+// a wildcard bind (0.0.0.0, ::) is reached on loopback.
+func localAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	loop := net.IPv4(127, 0, 0, 1)
+	if tcp.IP.To4() == nil {
+		loop = net.IPv6loopback
+	}
+	return net.JoinHostPort(loop.String(), strconv.Itoa(tcp.Port))
+}
+
+func (w *apiWriter) AppendRunnerEvents(ctx context.Context, sessionID string, epoch uint64, events []runner.Event, requestID string) (uint64, uint64, error) {
+	req := &fakv1.AppendRunnerEventsRequest{SessionId: sessionID, Epoch: epoch, RequestId: requestID}
+	for _, ev := range events {
+		req.Events = append(req.Events, &fakv1.EventInput{Kind: ev.Kind, Text: ev.Text, Data: ev.Data})
+	}
+	resp, err := w.runner.AppendRunnerEvents(ctx, connect.NewRequest(req))
+	if err != nil {
+		return 0, 0, classify(err)
+	}
+	return resp.Msg.FirstSeq, resp.Msg.LastSeq, nil
+}
+
+// Sync is a linearizable read of the session through the node's own API:
+// when it returns, this node's replica has applied the leader's read index.
+// Reading from past the head keeps the answer empty.
+func (w *apiWriter) Sync(ctx context.Context, sessionID string) error {
+	_, err := w.sessions.ReadEvents(ctx, connect.NewRequest(&fakv1.ReadEventsRequest{
+		SessionId: sessionID, FromSeq: math.MaxUint64, Limit: 1,
+		Consistency: fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE,
+	}))
+	return classify(err)
+}
+
+// classify turns an API error back into what the runner acts on: the
+// domain error the FSM produced (STALE_EPOCH, TURN_ORDER, ...), or a
+// transient failure worth retrying under the same request id: no leader,
+// an outcome lost with a leader, the node shutting down, a broken
+// connection.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	info := apiclient.ErrorInfo(err)
+	if info != nil {
+		switch info.Reason {
+		case api.ReasonNotLeader, api.ReasonNoLeader, api.ReasonIndeterminate, api.ReasonShuttingDown:
+			return runner.Transient(err)
+		}
+		return &fsm.Error{Reason: fsm.Reason(info.Reason), Message: err.Error(), HeadSeq: info.HeadSeq}
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown, connect.CodeInternal:
+		return runner.Transient(err)
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return runner.Transient(err) // not even an HTTP answer
+	}
+	return err
+}
