@@ -14,6 +14,7 @@ import (
 
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/node"
+	"github.com/fak-dev/fak/node/runner/echo"
 )
 
 // Loopback ports of the dev fleet: node i (0-based) uses base+i.
@@ -30,6 +31,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".fak-dev", "directory for the nodes' data and the token")
 	logLevel := fs.String("log-level", "warn", "log level: trace, debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log JSON lines")
+	echoTurn := fs.Duration("echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -74,6 +76,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			Voter:           true,
 			Tokens:          []string{token},
 			MaxEventBytes:   api.DefaultMaxEventBytes,
+			EchoTurn:        *echoTurn,
 			Logger:          logger,
 		})
 		if err != nil {
