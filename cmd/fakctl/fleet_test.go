@@ -106,7 +106,7 @@ func TestAgainstARealFleet(t *testing.T) {
 		`(?m)^Attachments \(2\):$`,
 		`(?m)^` + alice + ` +terminal alice +n1 +yes +holder `,
 		`(?m)^` + bob + ` +browser bob +n1 +yes +- `,
-		`(?m)^Controls \(capability set v1, as seen by attachment ` + bob + `\):$`,
+		`(?m)^Controls \(capability set v[1-9][0-9]*, as seen by attachment ` + bob + `\):$`,
 		`(?m)^input\.text +no +LEASE_NOT_HELD +the input lease is held by terminal alice +lease\.steal$`,
 		`(?m)^lease\.steal +yes +- +- +-$`,
 		`(?m)^approval\.answer +yes `,
