@@ -1,0 +1,542 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+)
+
+// Event kinds of the journal (fsm/kinds.go), as the terminal client renders
+// them.
+const (
+	evSessionCreated    = "session.created"
+	evSessionStopped    = "session.stopped"
+	evEpochChanged      = "epoch.changed"
+	evAttachmentJoined  = "attachment.joined"
+	evAttachmentLeft    = "attachment.left"
+	evLeaseTaken        = "lease.taken"
+	evLeaseReleased     = "lease.released"
+	evInput             = "input"
+	evTurnStarted       = "turn.started"
+	evOutput            = "output"
+	evTurnCompleted     = "turn.completed"
+	evToolCall          = "tool.call"
+	evToolResult        = "tool.result"
+	evApprovalRequested = "approval.requested"
+	evApprovalAnswered  = "approval.answered"
+	evNote              = "note"
+	evResetBoundary     = "reset_boundary"
+)
+
+// noticePrefix starts every line the client prints on its own account (not
+// an event), so a transcript tells the journal from the client's remarks.
+const noticePrefix = "-- "
+
+// eventFacts is the union of the structured payloads (JSON in Event.data)
+// the client reads: the facts fsm writes for its own events and what
+// runners write for turns and tools. Absent fields stay zero.
+type eventFacts struct {
+	AttachmentID   string          `json:"attachment_id"`
+	ClientKind     string          `json:"client_kind"`
+	ClientName     string          `json:"client_name"`
+	Node           string          `json:"node"`
+	Reason         string          `json:"reason"`
+	StolenFrom     string          `json:"stolen_from"`
+	StolenFromName string          `json:"stolen_from_name"`
+	Epoch          uint64          `json:"epoch"`
+	Placement      *placementFacts `json:"placement"`
+	ApprovalSeq    uint64          `json:"approval_seq"`
+	Approved       bool            `json:"approved"`
+	Note           string          `json:"note"`
+	InputSeq       uint64          `json:"input_seq"`
+	Status         string          `json:"status"`
+	Error          string          `json:"error"`
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	ClearedInputs  []uint64        `json:"cleared_inputs"`
+}
+
+type placementFacts struct {
+	RuntimeAdapter string `json:"runtime_adapter"`
+	Provider       string `json:"provider"`
+	AccountRef     string `json:"account_ref"`
+	Model          string `json:"model"`
+	Node           string `json:"node"`
+}
+
+// factsOf decodes an event's data; ok is false when there is none or it is
+// not a JSON object.
+func factsOf(ev *fakv1.Event) (f eventFacts, ok bool) {
+	if len(ev.GetData()) == 0 {
+		return f, false
+	}
+	return f, json.Unmarshal(ev.GetData(), &f) == nil
+}
+
+// renderer turns events into transcript lines. It is a small state machine:
+// the chunks of an agent's reply are printed as they arrive on one line that
+// starts with the address of the first chunk, and any other line (event or
+// notice) first ends the open reply.
+type renderer struct {
+	// selfKind is the client kind this client attached as; self holds its
+	// attachment ids (more than one after it had to attach again).
+	selfKind string
+	self     map[string]bool
+	// inReply: the last thing printed was an output chunk, so the next chunk
+	// continues it. open: the last line printed has no newline yet.
+	inReply bool
+	open    bool
+}
+
+func newRenderer(selfKind string) *renderer {
+	return &renderer{selfKind: selfKind, self: make(map[string]bool)}
+}
+
+// addSelf marks an attachment id as this client's own.
+func (r *renderer) addSelf(attachmentID string) { r.self[attachmentID] = true }
+
+// who names a client for lease and presence lines: "browser alice", or
+// "terminal you" for this client.
+func (r *renderer) who(attachmentID, kind, name string) string {
+	if attachmentID != "" && r.self[attachmentID] {
+		if kind == "" {
+			kind = r.selfKind
+		}
+		return kind + " you"
+	}
+	return joinNonEmpty(" ", kind, name)
+}
+
+// speaker names the author of an input: "you" for this client, else
+// "browser alice".
+func (r *renderer) speaker(f eventFacts) string {
+	if f.AttachmentID != "" && r.self[f.AttachmentID] {
+		return "you"
+	}
+	if s := joinNonEmpty(" ", f.ClientKind, f.ClientName); s != "" {
+		return s
+	}
+	return "input"
+}
+
+// breakLine ends an open reply line, if any.
+func (r *renderer) breakLine() string {
+	r.inReply = false
+	if r.open {
+		r.open = false
+		return "\n"
+	}
+	return ""
+}
+
+// notice renders a remark of the client as one line.
+func (r *renderer) notice(msg string) string {
+	return r.breakLine() + noticePrefix + singleLine(msg) + "\n"
+}
+
+// render returns the text for one event: its lines, each starting with the
+// event's address, except continued output chunks.
+func (r *renderer) render(ev *fakv1.Event) string {
+	if ev.GetKind() == evOutput {
+		return r.renderOutput(ev)
+	}
+	prefix := r.breakLine()
+	return prefix + r.line(ev) + "\n"
+}
+
+func (r *renderer) renderOutput(ev *fakv1.Event) string {
+	text := ev.GetText()
+	var b strings.Builder
+	if !r.inReply {
+		b.WriteString(r.breakLine())
+		fmt.Fprintf(&b, "#%d agent> ", ev.GetSeq())
+		r.inReply = true
+		r.open = true
+	}
+	if text == "" {
+		return b.String()
+	}
+	b.WriteString(text)
+	r.open = !strings.HasSuffix(text, "\n")
+	return b.String()
+}
+
+// line renders every event but output; multi-line texts continue on
+// indented lines.
+func (r *renderer) line(ev *fakv1.Event) string {
+	addr := "#" + strconv.FormatUint(ev.GetSeq(), 10) + " "
+	text := ev.GetText()
+	f, ok := factsOf(ev)
+	switch ev.GetKind() {
+	case evSessionCreated:
+		if text == "" {
+			return addr + "session created"
+		}
+		return addr + "session created: " + indentRest(text)
+	case evSessionStopped:
+		if text == "" {
+			return addr + "session stopped"
+		}
+		return addr + "session stopped: " + indentRest(text)
+	case evEpochChanged:
+		if ok && f.Placement != nil {
+			return addr + fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacement(f.Placement))
+		}
+	case evAttachmentJoined:
+		if ok {
+			s := addr + r.who(f.AttachmentID, f.ClientKind, f.ClientName) + " joined"
+			if f.Node != "" {
+				s += " via " + f.Node
+			}
+			return s
+		}
+	case evAttachmentLeft:
+		if ok {
+			s := addr + r.who(f.AttachmentID, f.ClientKind, f.ClientName) + " left"
+			if f.Reason != "" {
+				s += " (" + f.Reason + ")"
+			}
+			return s
+		}
+	case evLeaseTaken:
+		if ok {
+			s := addr + "lease taken by " + r.who(f.AttachmentID, f.ClientKind, f.ClientName)
+			if f.StolenFrom != "" {
+				from := f.StolenFromName
+				if r.self[f.StolenFrom] {
+					from = r.who(f.StolenFrom, "", "")
+				}
+				if from == "" {
+					from = f.StolenFrom
+				}
+				s += " (stolen from " + from + ")"
+			}
+			return s
+		}
+	case evLeaseReleased:
+		if ok {
+			s := addr + "lease released by " + r.who(f.AttachmentID, f.ClientKind, f.ClientName)
+			if f.Reason != "" {
+				s += " (" + f.Reason + ")"
+			}
+			return s
+		}
+	case evInput:
+		return addr + r.speaker(f) + "> " + indentRest(text)
+	case evTurnStarted:
+		s := addr + "turn started"
+		if ok && f.InputSeq != 0 {
+			s += fmt.Sprintf(" for input #%d", f.InputSeq)
+		}
+		if text != "" {
+			s += " (" + singleLine(text) + ")"
+		}
+		return s
+	case evTurnCompleted:
+		switch f.Status {
+		case "", "completed":
+			if text == "" || text == "completed" {
+				return addr + "turn completed"
+			}
+			return addr + "turn completed (" + singleLine(text) + ")"
+		case "failed":
+			if f.Error != "" {
+				return addr + "turn failed: " + indentRest(f.Error)
+			}
+			return addr + "turn failed"
+		}
+		return addr + "turn " + f.Status
+	case evToolCall:
+		if ok && f.Tool != "" {
+			return addr + "tool call: " + indentRest(joinNonEmpty(" ", f.Tool, formatArgs(f.Args)))
+		}
+		return addr + "tool call: " + indentRest(text)
+	case evApprovalRequested:
+		if text == "" {
+			text = "approve?"
+		}
+		return addr + "approval requested: " + indentRest(text) + " [y/n]"
+	case evApprovalAnswered:
+		if ok && f.ApprovalSeq != 0 {
+			verdict := "denied"
+			if f.Approved {
+				verdict = "approved"
+			}
+			s := addr + fmt.Sprintf("approval #%d %s by %s", f.ApprovalSeq, verdict, r.who(f.AttachmentID, f.ClientKind, f.ClientName))
+			if f.Note != "" {
+				s += ": " + indentRest(f.Note)
+			}
+			return s
+		}
+	case evToolResult:
+		return addr + "tool result: " + indentRest(text)
+	case evNote:
+		return addr + "note: " + indentRest(text)
+	}
+	if text == "" {
+		return addr + ev.GetKind()
+	}
+	return addr + ev.GetKind() + ": " + indentRest(text)
+}
+
+// formatArgs renders a tool call's arguments: a JSON string as itself,
+// anything else as compact JSON.
+func formatArgs(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) == nil {
+		return b.String()
+	}
+	return string(raw)
+}
+
+func formatPlacement(p *placementFacts) string {
+	s := p.RuntimeAdapter
+	if s == "" {
+		s = "(no runtime adapter)"
+	}
+	if p.Provider != "" {
+		s += " " + p.Provider
+	}
+	if p.Model != "" {
+		s += " " + p.Model
+	}
+	if p.AccountRef != "" {
+		s += " (account " + p.AccountRef + ")"
+	}
+	if p.Node != "" {
+		s += " on " + p.Node
+	}
+	return s
+}
+
+// indentRest keeps a multi-line text readable under its address: lines
+// after the first are indented, and a trailing newline is dropped.
+func indentRest(s string) string {
+	s = strings.TrimRight(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	return strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+func singleLine(s string) string { return lineBreaks.Replace(strings.TrimSpace(s)) }
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}
+
+// transcript serializes everything the client prints on stdout: events from
+// the watch, notices from the input loop and the keep-alive goroutines.
+type transcript struct {
+	mu sync.Mutex
+	w  io.Writer
+	r  *renderer
+}
+
+func newTranscript(w io.Writer, selfKind string) *transcript {
+	return &transcript{w: w, r: newRenderer(selfKind)}
+}
+
+func (t *transcript) event(ev *fakv1.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	io.WriteString(t.w, t.r.render(ev))
+}
+
+func (t *transcript) notice(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	io.WriteString(t.w, t.r.notice(fmt.Sprintf(format, args...)))
+}
+
+// raw prints text as is (the header), after ending an open reply.
+func (t *transcript) raw(text string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	io.WriteString(t.w, t.r.breakLine()+text)
+}
+
+// finish ends an open reply line before the client exits.
+func (t *transcript) finish() { t.raw("") }
+
+func (t *transcript) addSelf(attachmentID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.r.addSelf(attachmentID)
+}
+
+// header renders the descriptor: what the session is, where it runs, who
+// is attached and who holds the input lease.
+func header(d *fakv1.DescribeSessionResponse, now time.Time) string {
+	s := d.GetSession()
+	var b strings.Builder
+	state := strings.ToLower(strings.TrimPrefix(s.GetState().String(), "SESSION_STATE_"))
+	if s.GetState() == fakv1.SessionState_SESSION_STATE_STOPPED && s.GetStopReason() != "" {
+		state += " (" + singleLine(s.GetStopReason()) + ")"
+	}
+	title := s.GetTitle()
+	if title == "" {
+		title = "(untitled)"
+	}
+	fmt.Fprintf(&b, "session %s: %s [%s]\n", s.GetSessionId(), singleLine(title), state)
+	if o := s.GetObjective(); o != "" {
+		fmt.Fprintf(&b, "  objective: %s\n", singleLine(o))
+	}
+	placement := "(no placement)"
+	if p := s.GetPlacement(); p != nil {
+		placement = formatPlacement(&placementFacts{RuntimeAdapter: p.GetRuntimeAdapter(), Provider: p.GetProvider(),
+			AccountRef: p.GetAccountRef(), Model: p.GetModel(), Node: p.GetNode()})
+	}
+	fmt.Fprintf(&b, "  epoch %d: %s\n", s.GetEpoch(), placement)
+	fmt.Fprintf(&b, "  head #%d, %d turns completed\n", s.GetHeadSeq(), s.GetTurnsCompleted())
+	if p := s.GetParentSession(); p != "" {
+		how := joinNonEmpty(" ", s.GetBoundarySource(), "of")
+		if s.GetBoundarySource() == "" || s.GetBoundarySource() == "fork" {
+			how = "forked from"
+		}
+		line := how + " " + p
+		if s.GetForkAddress() != 0 {
+			line += fmt.Sprintf(" at #%d", s.GetForkAddress())
+		}
+		fmt.Fprintf(&b, "  lineage: %s\n", line)
+	}
+	if r := s.GetResetSeq(); r != 0 {
+		fmt.Fprintf(&b, "  context reset at #%d\n", r)
+	}
+	if c := s.GetContextCap(); c != 0 {
+		fmt.Fprintf(&b, "  context: %d of %d tokens used\n", s.GetContextUsed(), c)
+	}
+	if line := budgetLine(d.GetBudget()); line != "" {
+		fmt.Fprintf(&b, "  budget: %s\n", line)
+	}
+	if p := s.GetPending(); p != nil {
+		var parts []string
+		if p.GetTurnInputSeq() != 0 {
+			parts = append(parts, fmt.Sprintf("turn running for input #%d", p.GetTurnInputSeq()))
+		}
+		if len(p.GetQueuedInputs()) > 0 {
+			parts = append(parts, "queued inputs "+formatSeqs(p.GetQueuedInputs()))
+		}
+		if p.GetApprovalSeq() != 0 {
+			parts = append(parts, fmt.Sprintf("approval #%d pending", p.GetApprovalSeq()))
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "  pending: %s\n", strings.Join(parts, "; "))
+		}
+	}
+	if l := s.GetLease(); l != nil && l.GetAttachmentId() != "" && l.GetExpiresUnixNano() > now.UnixNano() {
+		fmt.Fprintf(&b, "  lease: held by %s (%s)\n", joinNonEmpty(" ", l.GetClientKind(), l.GetClientName()), l.GetAttachmentId())
+	} else {
+		b.WriteString("  lease: free\n")
+	}
+	if len(d.GetAttachments()) == 0 {
+		b.WriteString("  attachments: none\n")
+	} else {
+		b.WriteString("  attachments:\n")
+		for _, a := range d.GetAttachments() {
+			var notes []string
+			if a.GetNode() != "" {
+				notes = append(notes, "via "+a.GetNode())
+			}
+			if a.GetPresent() {
+				notes = append(notes, "present")
+			} else {
+				notes = append(notes, "away")
+			}
+			if a.GetHoldsLease() {
+				notes = append(notes, "holds the lease")
+			}
+			fmt.Fprintf(&b, "    %s %s (%s)\n", joinNonEmpty(" ", a.GetClientKind(), a.GetClientName()), a.GetAttachmentId(), strings.Join(notes, ", "))
+		}
+	}
+	return b.String()
+}
+
+// budgetLine summarizes a budget envelope: used/limit on every limited
+// axis, used alone on unlimited axes that were used; "" when nothing is
+// limited or used.
+func budgetLine(e *fakv1.Envelope) string {
+	if e == nil {
+		return ""
+	}
+	lim, used := e.GetLimits(), e.GetUsed()
+	axes := []struct {
+		name        string
+		limit, used uint64
+	}{
+		{"turns", lim.GetTurns(), used.GetTurns()},
+		{"output tokens", lim.GetOutputTokens(), used.GetOutputTokens()},
+		{"queries", lim.GetQueries(), used.GetQueries()},
+		{"tool calls", lim.GetToolCalls(), used.GetToolCalls()},
+		{"spend (micros)", lim.GetSpendMicros(), used.GetSpendMicros()},
+	}
+	var parts []string
+	for _, a := range axes {
+		switch {
+		case a.limit != 0:
+			parts = append(parts, fmt.Sprintf("%s %d/%d", a.name, a.used, a.limit))
+		case a.used != 0:
+			parts = append(parts, fmt.Sprintf("%s %d", a.name, a.used))
+		}
+	}
+	if n := e.GetRefusals(); n != 0 {
+		parts = append(parts, fmt.Sprintf("%d refused", n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// controls renders the capability set: every control, available or not,
+// with the reason and the handoff when it is not.
+func controls(cs *fakv1.CapabilitySet, as string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "controls (v%d, %s):\n", cs.GetVersion(), as)
+	width := 0
+	for _, c := range cs.GetControls() {
+		width = max(width, len(c.GetName()))
+	}
+	for _, c := range cs.GetControls() {
+		if c.GetAvailable() {
+			fmt.Fprintf(&b, "  %-*s  available\n", width, c.GetName())
+			continue
+		}
+		s := "unavailable"
+		if m := c.GetMessage(); m != "" {
+			s += ": " + singleLine(m)
+		}
+		if r := c.GetReason(); r != "" {
+			s += " (" + r + ")"
+		}
+		if h := c.GetHandoff(); h != "" {
+			s += "; instead: " + h
+		}
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.GetName(), s)
+	}
+	return b.String()
+}
+
+func formatSeqs(seqs []uint64) string {
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = "#" + strconv.FormatUint(s, 10)
+	}
+	return strings.Join(parts, " ")
+}

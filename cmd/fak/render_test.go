@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+)
+
+// event builds a journal event; data is marshaled to JSON unless nil.
+func event(seq uint64, kind, text string, data any) *fakv1.Event {
+	ev := &fakv1.Event{SessionId: "ses_1", Seq: seq, Kind: kind, Text: text}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			panic(err)
+		}
+		ev.Data = b
+	}
+	return ev
+}
+
+type m = map[string]any
+
+func TestRenderTranscript(t *testing.T) {
+	r := newRenderer("terminal")
+	r.addSelf("att_me")
+	events := []*fakv1.Event{
+		event(1, "session.created", "demo", nil),
+		event(2, "epoch.changed", "epoch 1: echo on n1", m{"epoch": 1, "placement": m{"runtime_adapter": "echo", "model": "m1", "node": "n1"}}),
+		event(3, "attachment.joined", "terminal me", m{"attachment_id": "att_me", "client_kind": "terminal", "client_name": "me@box", "node": "n1"}),
+		event(4, "attachment.joined", "browser alice", m{"attachment_id": "att_a", "client_kind": "browser", "client_name": "alice", "node": "n2"}),
+		event(5, "lease.taken", "", m{"attachment_id": "att_me", "client_kind": "terminal", "client_name": "me@box"}),
+		event(6, "input", "hello", m{"attachment_id": "att_me", "client_kind": "terminal", "client_name": "me@box", "epoch": 1}),
+		event(7, "turn.started", "echo on n1", m{"input_seq": 6, "node": "n1", "adapter": "echo"}),
+		event(8, "output", "Hel", nil),
+		event(9, "output", "lo!", nil),
+		event(10, "attachment.left", "", m{"attachment_id": "att_b", "client_kind": "phone", "client_name": "bob", "reason": "expired"}),
+		event(11, "output", " How are you?\n", nil),
+		event(12, "turn.completed", "turn 1 done", m{"status": "completed", "input_seq": 6}),
+		event(13, "lease.taken", "", m{"attachment_id": "att_a", "client_kind": "browser", "client_name": "alice", "stolen_from": "att_me", "stolen_from_name": "terminal me@box"}),
+		event(14, "input", "two\nlines", m{"attachment_id": "att_a", "client_kind": "browser", "client_name": "alice"}),
+		event(15, "turn.started", "", nil),
+		event(16, "tool.call", "", m{"tool": "shell", "args": "ls -la"}),
+		event(17, "approval.requested", "run ls -la?", nil),
+		event(18, "approval.answered", "approved by terminal me@box", m{"approval_seq": 17, "approved": true, "attachment_id": "att_me", "client_kind": "terminal", "client_name": "me@box"}),
+		event(19, "tool.result", "a\nb\n", nil),
+		event(20, "tool.call", "", m{"tool": "edit", "args": m{"path": "x.go", "line": 3}}),
+		event(21, "turn.completed", "failed: boom", m{"status": "failed", "input_seq": 14, "error": "boom"}),
+		event(22, "lease.released", "", m{"attachment_id": "att_a", "client_kind": "browser", "client_name": "alice", "reason": "expired"}),
+		event(23, "note", "remember this", nil),
+		event(24, "checkpoint", "", nil),
+		event(25, "compaction", "kept 10", nil),
+		event(26, "session.stopped", "done", nil),
+	}
+	var b strings.Builder
+	for _, ev := range events {
+		b.WriteString(r.render(ev))
+	}
+	want := `#1 session created: demo
+#2 epoch 1: echo m1 on n1
+#3 terminal you joined via n1
+#4 browser alice joined via n2
+#5 lease taken by terminal you
+#6 you> hello
+#7 turn started for input #6 (echo on n1)
+#8 agent> Hello!
+#10 phone bob left (expired)
+#11 agent>  How are you?
+#12 turn completed (turn 1 done)
+#13 lease taken by browser alice (stolen from terminal you)
+#14 browser alice> two
+    lines
+#15 turn started
+#16 tool call: shell ls -la
+#17 approval requested: run ls -la? [y/n]
+#18 approval #17 approved by terminal you
+#19 tool result: a
+    b
+#20 tool call: edit {"line":3,"path":"x.go"}
+#21 turn failed: boom
+#22 lease released by browser alice (expired)
+#23 note: remember this
+#24 checkpoint
+#25 compaction: kept 10
+#26 session stopped: done
+`
+	if got := b.String(); got != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderNoticeEndsReply(t *testing.T) {
+	var out bytes.Buffer
+	tr := newTranscript(&out, "terminal")
+	tr.event(event(5, "output", "partial", nil))
+	tr.notice("watch interrupted;\nresuming")
+	tr.event(event(6, "output", " more", nil))
+	tr.finish()
+	tr.finish()
+	want := "#5 agent> partial\n-- watch interrupted; resuming\n#6 agent>  more\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+func TestRenderFallbacks(t *testing.T) {
+	r := newRenderer("terminal")
+	for _, tt := range []struct {
+		ev   *fakv1.Event
+		want string
+	}{
+		{event(1, "epoch.changed", "epoch 2: echo on n3", nil), "#1 epoch.changed: epoch 2: echo on n3\n"},
+		{event(2, "input", "hi", nil), "#2 input> hi\n"},
+		{event(3, "approval.requested", "", nil), "#3 approval requested: approve? [y/n]\n"},
+		{event(4, "tool.call", "grep -r x", nil), "#4 tool call: grep -r x\n"},
+		{event(5, "lease.taken", "lease taken", []byte("not json")), "#5 lease.taken: lease taken\n"},
+		{event(6, "session.created", "", nil), "#6 session created\n"},
+	} {
+		if tt.ev.GetSeq() == 5 {
+			tt.ev.Data = []byte("not json")
+		}
+		if got := r.render(tt.ev); got != tt.want {
+			t.Errorf("render %s = %q, want %q", tt.ev.GetKind(), got, tt.want)
+		}
+	}
+}
+
+func TestHeaderAndControls(t *testing.T) {
+	now := time.Unix(1000, 0)
+	d := &fakv1.DescribeSessionResponse{
+		Session: &fakv1.Session{
+			SessionId: "ses_1", Title: "demo", Objective: "say hi", State: fakv1.SessionState_SESSION_STATE_ACTIVE,
+			HeadSeq: 12, Epoch: 2, TurnsCompleted: 3,
+			Placement:     &fakv1.Placement{RuntimeAdapter: "echo", Node: "n2"},
+			Lease:         &fakv1.Lease{AttachmentId: "att_a", ClientKind: "browser", ClientName: "alice", ExpiresUnixNano: now.Add(time.Second).UnixNano()},
+			Pending:       &fakv1.PendingInteraction{QueuedInputs: []uint64{11, 12}, TurnInputSeq: 9, ApprovalSeq: 10},
+			ParentSession: "ses_0", ForkAddress: 40, BoundarySource: "fork",
+			ContextCap: 1000, ContextUsed: 100,
+		},
+		Budget: &fakv1.Envelope{Limits: &fakv1.Budget{Turns: 10}, Used: &fakv1.Budget{Turns: 3, ToolCalls: 2}, Refusals: 1},
+		Attachments: []*fakv1.Attachment{
+			{AttachmentId: "att_a", ClientKind: "browser", ClientName: "alice", Node: "n2", Present: true, HoldsLease: true},
+			{AttachmentId: "att_b", ClientKind: "terminal", ClientName: "bob@box", Node: "n1"},
+		},
+	}
+	want := `session ses_1: demo [active]
+  objective: say hi
+  epoch 2: echo on n2
+  head #12, 3 turns completed
+  lineage: forked from ses_0 at #40
+  context: 100 of 1000 tokens used
+  budget: turns 3/10, tool calls 2, 1 refused
+  pending: turn running for input #9; queued inputs #11 #12; approval #10 pending
+  lease: held by browser alice (att_a)
+  attachments:
+    browser alice att_a (via n2, present, holds the lease)
+    terminal bob@box att_b (via n1, away)
+`
+	if got := header(d, now); got != want {
+		t.Errorf("header:\n%s\nwant:\n%s", got, want)
+	}
+	// An expired lease not yet reaped is shown as free.
+	if got := header(d, now.Add(time.Minute)); !strings.Contains(got, "  lease: free\n") {
+		t.Errorf("expired lease shown as held:\n%s", got)
+	}
+	d.Session.State = fakv1.SessionState_SESSION_STATE_STOPPED
+	d.Session.StopReason = "done"
+	d.Session.Title = ""
+	if got := header(d, now); !strings.HasPrefix(got, "session ses_1: (untitled) [stopped (done)]\n") {
+		t.Errorf("stopped header:\n%s", got)
+	}
+
+	cs := &fakv1.CapabilitySet{Version: 1, Controls: []*fakv1.Control{
+		{Name: "input.text", Reason: "LEASE_NOT_HELD", Message: "the input lease is held by browser alice", Handoff: "lease.steal"},
+		{Name: "lease.steal", Available: true},
+		{Name: "approval.answer", Reason: "NO_PENDING_APPROVAL", Message: "no approval is pending"},
+	}}
+	wantControls := `controls (v1, as terminal me):
+  input.text       unavailable: the input lease is held by browser alice (LEASE_NOT_HELD); instead: lease.steal
+  lease.steal      available
+  approval.answer  unavailable: no approval is pending (NO_PENDING_APPROVAL)
+`
+	if got := controls(cs, "as terminal me"); got != wantControls {
+		t.Errorf("controls:\n%s\nwant:\n%s", got, wantControls)
+	}
+}
