@@ -14,6 +14,7 @@ const usage = `Usage: fak <command> [flags]
 Commands:
   agent   Run one fak node (server) of a fleet
   dev     Run a local fleet of N nodes on loopback (default 3)
+  session Open a session in this terminal (fak session open ID)
   version Print the version
 
 Run 'fak <command> -h' for the flags of a command.
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runAgent(args[1:], stdout, stderr)
 	case "dev":
 		return runDev(args[1:], stdout, stderr)
+	case "session":
+		return runSession(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "fak", version)
 		return 0
