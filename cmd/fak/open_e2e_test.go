@@ -1,0 +1,620 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api/apiclient"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/node/testcluster"
+)
+
+// quietFleet: node logs off. A test that stops a node leaves memberlist
+// goroutines that may log after the test ended, which testcluster's log
+// writer turns into a data race under -race; failures here print the
+// client's transcript instead.
+var quietFleet = testcluster.Options{Nodes: 3, LogLevel: "off"}
+
+// scriptNode is the placement of sessions driven by scriptRunner: no node
+// has that name, so no real runner hosts them.
+const scriptNode = "script"
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// openRun is one run of `fak session open` against a test fleet.
+type openRun struct {
+	stdout, stderr syncBuffer
+	code           int
+	done           chan struct{}
+}
+
+// startOpen runs the command in the background with stdin and tty-ness
+// given, against node n, until it exits or ctx ends.
+func startOpen(ctx context.Context, c *testcluster.Cluster, n *testcluster.Node, stdin io.Reader, tty bool, args ...string) *openRun {
+	r := &openRun{done: make(chan struct{})}
+	args = append(args, "--addr", "http://"+n.APIAddr, "--token", testcluster.Token)
+	go func() {
+		defer close(r.done)
+		r.code = runOpen(ctx, args, sessionIO{
+			stdin: stdin, stdout: &r.stdout, stderr: &r.stderr, tty: tty,
+			getenv: func(string) string { return "" }, workDir: "/nonexistent",
+			httpClient: c.HTTPClient(),
+		})
+	}()
+	return r
+}
+
+// wait waits for the command to exit; the command's own context bounds it.
+func (r *openRun) wait(t *testing.T) int {
+	t.Helper()
+	<-r.done
+	return r.code
+}
+
+// runOpenSync runs the command to completion with a deadline.
+func runOpenSync(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, stdin string, args ...string) *openRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := startOpen(ctx, c, n, strings.NewReader(stdin), false, args...)
+	r.wait(t)
+	return r
+}
+
+// waitOutput waits until the command's stdout matches re, or fails.
+func (r *openRun) waitOutput(t *testing.T, what string, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
+			return m
+		}
+		select {
+		case <-r.done:
+			if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
+				return m
+			}
+			t.Fatalf("command exited (%d) before printing %s\nstdout:\n%s\nstderr:\n%s", r.code, what, r.stdout.String(), r.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s\nstdout:\n%s\nstderr:\n%s", what, r.stdout.String(), r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func createSessionOn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, title, placeOn string) string {
+	t.Helper()
+	req := &fakv1.CreateSessionRequest{Title: title}
+	if placeOn != "" {
+		req.Placement = &fakv1.Placement{Node: placeOn}
+	}
+	resp, err := c.Sessions(n).CreateSession(c.Context(10*time.Second), connect.NewRequest(req))
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	return resp.Msg.GetSession().GetSessionId()
+}
+
+func readJournal(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) []*fakv1.Event {
+	t.Helper()
+	var out []*fakv1.Event
+	for from := uint64(1); ; {
+		resp, err := c.Sessions(n).ReadEvents(c.Context(10*time.Second), connect.NewRequest(&fakv1.ReadEventsRequest{
+			SessionId: id, FromSeq: from, Limit: 1000,
+		}))
+		if err != nil {
+			t.Fatalf("read events: %v", err)
+		}
+		out = append(out, resp.Msg.GetEvents()...)
+		if len(resp.Msg.GetEvents()) == 0 || out[len(out)-1].GetSeq() >= resp.Msg.GetHeadSeq() {
+			return out
+		}
+		from = out[len(out)-1].GetSeq() + 1
+	}
+}
+
+// cutControls takes the capability block out of a transcript, leaving the
+// line CONTROLS in its place: the set of controls grows as the fleet learns
+// new ones, so tests check it against the descriptor (checkControls).
+func cutControls(t *testing.T, transcript string) (rest, block string) {
+	t.Helper()
+	lines := strings.SplitAfter(transcript, "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "controls (") })
+	if start < 0 {
+		t.Fatalf("no controls in transcript:\n%s", transcript)
+	}
+	end := start + 1
+	for end < len(lines) && strings.HasPrefix(lines[end], "  ") {
+		end++
+	}
+	block = strings.Join(lines[start:end], "")
+	rest = strings.Join(lines[:start], "") + "CONTROLS\n" + strings.Join(lines[end:], "")
+	return rest, block
+}
+
+// checkControls asserts that a printed capability block is titled as given
+// and has one line for every control the session's descriptor lists, and
+// lines matching the patterns.
+func checkControls(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id, block, as string, patterns ...string) {
+	t.Helper()
+	resp, err := c.Sessions(n).DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := resp.Msg.GetCapabilities()
+	if title := fmt.Sprintf("controls (v%d, %s):\n", cs.GetVersion(), as); !strings.HasPrefix(block, title) {
+		t.Fatalf("controls block does not start with %q:\n%s", title, block)
+	}
+	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")[1:]
+	if len(lines) != len(cs.GetControls()) {
+		t.Fatalf("%d controls printed, the descriptor has %d:\n%s", len(lines), len(cs.GetControls()), block)
+	}
+	for i, ctl := range cs.GetControls() {
+		if f := strings.Fields(lines[i]); len(f) < 2 || f[0] != ctl.GetName() {
+			t.Fatalf("control %d printed as %q, want %s", i, lines[i], ctl.GetName())
+		}
+	}
+	for _, p := range patterns {
+		if !regexp.MustCompile("(?m)^  " + p + "$").MatchString(block) {
+			t.Fatalf("no control line matching %q:\n%s", p, block)
+		}
+	}
+}
+
+var addrLine = regexp.MustCompile(`(?m)^#(\d+) `)
+
+// addresses lists the event addresses a transcript printed, in order.
+func addresses(transcript string) []uint64 {
+	var out []uint64
+	for _, m := range addrLine.FindAllStringSubmatch(transcript, -1) {
+		n, _ := strconv.ParseUint(m[1], 10, 64)
+		out = append(out, n)
+	}
+	return out
+}
+
+// checkAddresses asserts that a transcript printed every journal event
+// from..to exactly once and in order: every event starts a line with its
+// address, except output chunks continuing a reply.
+func checkAddresses(t *testing.T, transcript string, journal []*fakv1.Event, from, to uint64) {
+	t.Helper()
+	var want []uint64
+	prevOutput := false
+	for _, ev := range journal {
+		isOutput := ev.GetKind() == evOutput
+		if ev.GetSeq() >= from && ev.GetSeq() <= to && !(isOutput && prevOutput && ev.GetSeq() > from) {
+			want = append(want, ev.GetSeq())
+		}
+		prevOutput = isOutput
+	}
+	var got []uint64
+	for _, a := range addresses(transcript) {
+		if a >= from && a <= to {
+			got = append(got, a)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("printed addresses %v, want %v\ntranscript:\n%s", got, want, transcript)
+	}
+}
+
+// scriptRunner plays the runner of sessions placed on scriptNode, like the
+// echo adapter but fully under the test's control: each input, oldest
+// first, gets a turn. "!tool CMD" asks for approval to run CMD and waits
+// for the answer; anything else is echoed in two chunks.
+func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	base := "http://" + n.APIAddr
+	opts := connect.WithInterceptors(apiclient.Bearer(testcluster.Token))
+	runner := fakv1connect.NewRunnerServiceClient(c.HTTPClient(), base, opts)
+	sessions := fakv1connect.NewSessionServiceClient(c.HTTPClient(), base, opts)
+	appendEvents := func(evs ...*fakv1.EventInput) (uint64, error) {
+		for {
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := runner.AppendRunnerEvents(cctx, connect.NewRequest(&fakv1.AppendRunnerEventsRequest{SessionId: id, Epoch: 1, Events: evs}))
+			ccancel()
+			if err == nil || ctx.Err() != nil || !transient(err) {
+				if err != nil {
+					return 0, err
+				}
+				return resp.Msg.GetLastSeq(), nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ev := func(kind, text string, data any) *fakv1.EventInput {
+		e := &fakv1.EventInput{Kind: kind, Text: text}
+		if data != nil {
+			e.Data, _ = json.Marshal(data)
+		}
+		return e
+	}
+	go func() {
+		defer close(done)
+		var queue []*fakv1.Event
+		var waitApproval uint64 // the approval the running turn waits for
+		var toolCmd string
+		var toolInput uint64
+		after := uint64(0)
+		for ctx.Err() == nil {
+			stream, err := sessions.WatchEvents(ctx, connect.NewRequest(&fakv1.WatchEventsRequest{SessionId: id, AfterSeq: after}))
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			for stream.Receive() {
+				for _, e := range stream.Msg().GetEvents() {
+					after = e.GetSeq()
+					switch e.GetKind() {
+					case evInput:
+						queue = append(queue, e)
+					case evApprovalAnswered:
+						f, _ := factsOf(e)
+						if waitApproval == 0 || f.ApprovalSeq != waitApproval {
+							continue
+						}
+						result := "denied: " + toolCmd + " not run"
+						if f.Approved {
+							result = "ran " + toolCmd
+						}
+						waitApproval = 0
+						if _, err := appendEvents(ev(evToolResult, result, nil),
+							ev(evTurnCompleted, "", map[string]any{"status": "completed", "input_seq": toolInput})); err != nil {
+							return
+						}
+					}
+				}
+				for waitApproval == 0 && len(queue) > 0 {
+					in := queue[0]
+					queue = queue[1:]
+					started := ev(evTurnStarted, "script", map[string]uint64{"input_seq": in.GetSeq()})
+					completed := ev(evTurnCompleted, "", map[string]any{"status": "completed", "input_seq": in.GetSeq()})
+					if cmd, ok := strings.CutPrefix(in.GetText(), "!tool "); ok {
+						toolCmd, toolInput = cmd, in.GetSeq()
+						seq, err := appendEvents(started,
+							ev(evToolCall, "", map[string]string{"tool": "shell", "args": cmd}),
+							ev(evApprovalRequested, "run "+cmd+"?", nil))
+						if err != nil {
+							return
+						}
+						waitApproval = seq
+						continue
+					}
+					if _, err := appendEvents(started, ev(evOutput, "echo: ", nil), ev(evOutput, in.GetText(), nil), completed); err != nil {
+						return
+					}
+				}
+			}
+			stream.Close()
+		}
+	}()
+}
+
+// attachOther attaches another client (as a browser would) and, if take,
+// takes the input lease for it, renewing it until the test ends.
+func attachOther(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id, kind, name string, take bool) string {
+	t.Helper()
+	cl := c.Sessions(n)
+	resp, err := cl.Attach(c.Context(10*time.Second), connect.NewRequest(&fakv1.AttachRequest{SessionId: id, ClientKind: kind, ClientName: name}))
+	if err != nil {
+		t.Fatalf("attach %s %s: %v", kind, name, err)
+	}
+	att := resp.Msg.GetAttachmentId()
+	if take {
+		if _, err := cl.TakeLease(c.Context(10*time.Second), connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: id, AttachmentId: att})); err != nil {
+			t.Fatalf("take lease for %s %s: %v", kind, name, err)
+		}
+	}
+	return att
+}
+
+func attachmentCount(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) int {
+	t.Helper()
+	resp, err := c.Sessions(n).DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(resp.Msg.GetAttachments())
+}
+
+func lineWith(t *testing.T, transcript string, re string) string {
+	t.Helper()
+	m := regexp.MustCompile("(?m)^" + re + "$").FindString(transcript)
+	if m == "" {
+		t.Fatalf("no line matching %q in transcript:\n%s", re, transcript)
+	}
+	return m
+}
+
+// TestOpenE2E_EchoRunner is the scriptable path against the real runner:
+// open a session on node 1, send "hello", get the echo adapter's reply;
+// then open it on node 2 with --from 1 and nothing to say, and see the
+// same addressed events.
+func TestOpenE2E_EchoRunner(t *testing.T) {
+	c := testcluster.New(t, quietFleet)
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	id := createSessionOn(t, c, n1, "echo", "")
+
+	first := runOpenSync(t, c, n1, "hello\n", id, "--name", "t1")
+	out := first.stdout.String()
+	if first.code != 0 {
+		t.Fatalf("open exited %d (did the echo runner of node/runner reply?)\nstdout:\n%s\nstderr:\n%s", first.code, out, first.stderr.String())
+	}
+	input := lineWith(t, out, `#\d+ you> hello`)
+	reply := lineWith(t, out, `#\d+ agent> .+`)
+	lineWith(t, out, `#\d+ turn completed.*`)
+	inputSeq := addresses(input)[0]
+	if addresses(reply)[0] <= inputSeq {
+		t.Fatalf("reply %q before input %q", reply, input)
+	}
+	journal := readJournal(t, c, n1, id)
+	last := addresses(out)[len(addresses(out))-1]
+	checkAddresses(t, out, journal, 1, last)
+
+	second := runOpenSync(t, c, n2, "", id, "--from", "1", "--name", "t2")
+	out2 := second.stdout.String()
+	if second.code != 0 {
+		t.Fatalf("second open exited %d\nstdout:\n%s\nstderr:\n%s", second.code, out2, second.stderr.String())
+	}
+	checkAddresses(t, out2, journal, 1, last)
+	lineWith(t, out2, fmt.Sprintf("#%d terminal t1> hello", inputSeq))
+	lineWith(t, out2, regexp.QuoteMeta(reply))
+	if got := attachmentCount(t, c, n2, id); got != 0 {
+		t.Fatalf("%d attachments after both clients left, want 0", got)
+	}
+}
+
+// TestOpenE2E_Client drives the client against a scripted runner, so every
+// reply, tool call and approval is known in advance.
+func TestOpenE2E_Client(t *testing.T) {
+	c := testcluster.New(t, quietFleet)
+	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+
+	t.Run("scripted transcript", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "demo", scriptNode)
+		scriptRunner(t, c, n2, id)
+		r := runOpenSync(t, c, n1, "one\n\ntwo\n", id, "--name", "t1")
+		if r.code != 0 || r.stderr.String() != "" {
+			t.Fatalf("exit %d, stderr %q\nstdout:\n%s", r.code, r.stderr.String(), r.stdout.String())
+		}
+		want := `session ` + id + `: demo [active]
+  epoch 1: echo on script
+  head #2, 0 turns completed
+  lease: free
+  attachments: none
+-- replay #1..#2
+#1 session created: demo
+#2 epoch 1: echo on script
+CONTROLS
+#3 terminal you joined via n1
+#4 lease taken by terminal you
+#5 you> one
+#6 turn started for input #5 (script)
+#7 agent> echo: one
+#9 turn completed
+#10 you> two
+#11 turn started for input #10 (script)
+#12 agent> echo: two
+#14 turn completed
+`
+		// The node an attachment records is the one that applied the attach
+		// (today the leader when a follower forwards it), so it is not
+		// compared.
+		got := regexp.MustCompile(`joined via n\d`).ReplaceAllString(r.stdout.String(), "joined via n1")
+		got, block := cutControls(t, got)
+		checkControls(t, c, n1, id, block, "as terminal t1",
+			`input\.text +available`,
+			`lease\.take +unavailable: this attachment holds the lease \(ALREADY_HELD\); instead: lease\.release`,
+			`lease\.steal +unavailable: no other attachment holds the lease \(NOT_HELD_BY_OTHER\); instead: lease\.take`,
+			`approval\.answer +unavailable: no approval is pending \(NO_PENDING_APPROVAL\)`,
+			`detach +available`)
+		if got != want {
+			t.Fatalf("transcript:\n%s\nwant:\n%s", got, want)
+		}
+		if got := attachmentCount(t, c, n1, id); got != 0 {
+			t.Fatalf("%d attachments after the client left, want 0", got)
+		}
+	})
+
+	t.Run("approvals", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "tools", scriptNode)
+		scriptRunner(t, c, n1, id)
+		r := runOpenSync(t, c, n2, "!tool rm -rf /\n", id, "--name", "t1")
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q\nstdout:\n%s", r.code, r.stderr.String(), r.stdout.String())
+		}
+		out := r.stdout.String()
+		lineWith(t, out, `#7 tool call: shell rm -rf /`)
+		lineWith(t, out, `#8 approval requested: run rm -rf /\? \[y/n\]`)
+		lineWith(t, out, `-- denying #8 \(--approve no\)`)
+		lineWith(t, out, `#9 approval #8 denied by terminal you: --approve no`)
+		lineWith(t, out, `#10 tool result: denied: rm -rf / not run`)
+		lineWith(t, out, `#11 turn completed`)
+
+		r = runOpenSync(t, c, n3, "!tool ls\n", id, "--name", "t2", "--approve", "yes")
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q\nstdout:\n%s", r.code, r.stderr.String(), r.stdout.String())
+		}
+		lineWith(t, r.stdout.String(), `#\d+ approval #\d+ approved by terminal you: --approve yes`)
+		lineWith(t, r.stdout.String(), `#\d+ tool result: ran ls`)
+
+		// --approve ask on a pipe reads the answer from the next line.
+		r = runOpenSync(t, c, n1, "!tool make\ny\n!tool make clean\nnope\n", id, "--name", "t3", "--approve", "ask")
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q\nstdout:\n%s", r.code, r.stderr.String(), r.stdout.String())
+		}
+		out = r.stdout.String()
+		lineWith(t, out, `#\d+ tool result: ran make`)
+		lineWith(t, out, `-- expected y or n for approval #\d+, got "nope"; denying it`)
+		lineWith(t, out, `#\d+ tool result: denied: make clean not run`)
+		checkAddresses(t, out, readJournal(t, c, n1, id), addresses(out)[0], addresses(out)[len(addresses(out))-1])
+	})
+
+	t.Run("empty stdin observes without attaching", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "watch me", scriptNode)
+		r := runOpenSync(t, c, n2, "\n  \n", id)
+		if r.code != 0 || r.stderr.String() != "" {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr.String())
+		}
+		out := r.stdout.String()
+		lineWith(t, out, `#2 epoch 1: echo on script`)
+		_, block := cutControls(t, out)
+		checkControls(t, c, n1, id, block, "not attached: stdin had no input",
+			`input\.text +unavailable: attach to the session first \(NOT_ATTACHED\); instead: attach`)
+		if j := readJournal(t, c, n1, id); len(j) != 2 {
+			t.Fatalf("observing wrote to the journal: %d events", len(j))
+		}
+	})
+
+	t.Run("the lease held elsewhere", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "contended", scriptNode)
+		scriptRunner(t, c, n1, id)
+		attachOther(t, c, n3, id, "browser", "bob", true)
+		r := runOpenSync(t, c, n2, "hi\n", id, "--name", "t1")
+		if r.code != 1 {
+			t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout.String(), r.stderr.String())
+		}
+		if got, want := r.stderr.String(), "fak session open: the input lease is held by browser bob; rerun with --steal to take it\n"; got != want {
+			t.Fatalf("stderr %q, want %q", got, want)
+		}
+		if strings.Contains(r.stdout.String(), "> hi") {
+			t.Fatalf("input sent without the lease:\n%s", r.stdout.String())
+		}
+		r = runOpenSync(t, c, n2, "hi\n", id, "--name", "t1", "--steal")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout.String(), r.stderr.String())
+		}
+		lineWith(t, r.stdout.String(), `#\d+ lease taken by terminal you \(stolen from browser bob\)`)
+		lineWith(t, r.stdout.String(), `#\d+ agent> echo: hi`)
+	})
+
+	t.Run("unknown session", func(t *testing.T) {
+		r := runOpenSync(t, c, n1, "hi\n", "ses_nope")
+		if r.code != 1 || r.stdout.String() != "" {
+			t.Fatalf("exit %d, stdout %q", r.code, r.stdout.String())
+		}
+		if got, want := r.stderr.String(), "fak session open: session ses_nope not found\n"; got != want {
+			t.Fatalf("stderr %q, want %q", got, want)
+		}
+	})
+
+	t.Run("interactive", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "chat", scriptNode)
+		scriptRunner(t, c, n1, id)
+		bob := attachOther(t, c, n3, id, "browser", "bob", true)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		stdin, typing := io.Pipe()
+		r := startOpen(ctx, c, n2, stdin, true, id, "--name", "t1")
+		defer func() { typing.Close(); r.wait(t) }()
+		r.waitOutput(t, "the read-only notice", regexp.MustCompile(`(?m)^-- the input lease is held by browser bob; watching read-only \(type /steal to take it, or rerun with --steal\)$`))
+		fmt.Fprintln(typing, "hello")
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: the input lease is held by browser bob; type /steal to take it \(or rerun with --steal\)$`))
+		fmt.Fprintln(typing, "/steal")
+		r.waitOutput(t, "the steal", regexp.MustCompile(`(?m)^#\d+ lease taken by terminal you \(stolen from browser bob\)$`))
+		fmt.Fprintln(typing, "hello")
+		r.waitOutput(t, "the reply", regexp.MustCompile(`(?m)^#\d+ agent> echo: hello$`))
+		fmt.Fprintln(typing, "!tool ls")
+		r.waitOutput(t, "the approval", regexp.MustCompile(`(?m)^#\d+ approval requested: run ls\? \[y/n\]$`))
+		fmt.Fprintln(typing, "y")
+		r.waitOutput(t, "the tool result", regexp.MustCompile(`(?m)^#\d+ tool result: ran ls\n#\d+ turn completed$`))
+		fmt.Fprintln(typing, "/release")
+		r.waitOutput(t, "the release", regexp.MustCompile(`(?m)^#\d+ lease released by terminal you \(released\)$`))
+		fmt.Fprintln(typing, "again")
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: you do not hold the input lease; type /take to take it$`))
+		// Bob takes it back and talks; the terminal sees it.
+		cl := c.Sessions(n3)
+		if _, err := cl.TakeLease(c.Context(10*time.Second), connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: id, AttachmentId: bob})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Act(c.Context(10*time.Second), connect.NewRequest(&fakv1.ActRequest{SessionId: id, AttachmentId: bob, ExpectedEpoch: 1,
+			Action: &fakv1.ActRequest_Input{Input: &fakv1.InputText{Text: "hi from bob"}}})); err != nil {
+			t.Fatal(err)
+		}
+		r.waitOutput(t, "bob's input", regexp.MustCompile(`(?m)^#\d+ browser bob> hi from bob\n#\d+ turn started for input #\d+ \(script\)\n#\d+ agent> echo: hi from bob$`))
+		fmt.Fprintln(typing, "/take")
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- the input lease is held by browser bob; type /steal to take it$`))
+		typing.Close() // Ctrl-D
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
+		}
+		if got := attachmentCount(t, c, n1, id); got != 1 {
+			t.Fatalf("%d attachments after the terminal left, want bob's only", got)
+		}
+		out := r.stdout.String()
+		checkAddresses(t, out, readJournal(t, c, n1, id), 1, addresses(out)[len(addresses(out))-1])
+	})
+
+	// Last: it stops a node. The client watches and acts through a
+	// follower that goes away; it resumes through another node after the
+	// last event it printed, without a gap or a duplicate.
+	t.Run("reconnect", func(t *testing.T) {
+		leader := c.Leader()
+		followers := c.Followers()
+		if leader == nil || len(followers) < 2 {
+			t.Fatal("no leader with two followers")
+		}
+		via := followers[0]
+		id := createSessionOn(t, c, leader, "roaming", scriptNode)
+		scriptRunner(t, c, leader, id)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		stdin, typing := io.Pipe()
+		r := startOpen(ctx, c, via, stdin, true, id, "--name", "t1")
+		defer func() { typing.Close(); r.wait(t) }()
+		fmt.Fprintln(typing, "before")
+		r.waitOutput(t, "the first reply", regexp.MustCompile(`(?m)^#\d+ agent> echo: before\n#\d+ turn completed$`))
+		c.Stop(via)
+		// Writes by another client while the terminal is cut off.
+		other := attachOther(t, c, leader, id, "browser", "bob", false)
+		r.waitOutput(t, "bob joining", regexp.MustCompile(`(?m)^#\d+ browser bob joined`))
+		if !strings.Contains(r.stderr.String(), "watch interrupted") {
+			t.Fatalf("no reconnect notice on stderr: %q", r.stderr.String())
+		}
+		_ = other
+		fmt.Fprintln(typing, "after")
+		r.waitOutput(t, "the second reply", regexp.MustCompile(`(?m)^#\d+ you> after\n#\d+ turn started for input #\d+ \(script\)\n#\d+ agent> echo: after\n#\d+ turn completed$`))
+		typing.Close()
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
+		}
+		out := r.stdout.String()
+		checkAddresses(t, out, readJournal(t, c, leader, id), 1, addresses(out)[len(addresses(out))-1])
+		if got := attachmentCount(t, c, leader, id); got != 1 {
+			t.Fatalf("%d attachments after the terminal left, want bob's only", got)
+		}
+	})
+}
