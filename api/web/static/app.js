@@ -160,24 +160,39 @@ function renderNodes(nodes) {
   $("#node-name").textContent = app.nodeName ? "node " + app.nodeName : location.host;
 }
 
+// renderSessions updates the table in place, one row per session kept
+// across polls, so a click on a row is never lost to a re-render.
 function renderSessions(sessions) {
+  const body = $("#session-list tbody");
+  const old = new Map([...body.querySelectorAll("tr[data-session-id]")].map((r) => [r.dataset.sessionId, r]));
   const now = nowNanos();
   const rows = sessions.map((s) => {
     const p = s.placement || {};
     const l = s.lease;
     const holder = l && u64(l.expiresUnixNano) > now ? clientLabel(l.clientKind, l.clientName) : "";
     const state = enumName(s.state, "SESSION_STATE_");
-    return el("tr", { class: "session-row " + state, "data-session-id": s.sessionId, tabindex: "0" },
-      el("td", {}, el("a", { href: "#session=" + encodeURIComponent(s.sessionId), class: "session-link" }, s.sessionId)),
-      el("td", {}, s.title || ""),
-      el("td", {}, state),
-      el("td", {}, str(s.epoch || "0") + " @ " + (p.node || "?")),
-      el("td", { class: "num" }, "#" + str(s.headSeq || "0")),
-      el("td", {}, holder || "—"),
-      el("td", { class: "num" }, str(s.attachmentCount || "0")));
+    let row = old.get(s.sessionId);
+    if (!row) {
+      row = el("tr", { "data-session-id": s.sessionId, tabindex: "0" },
+        el("td", {}, el("a", { href: "#session=" + encodeURIComponent(s.sessionId), class: "session-link" }, s.sessionId)),
+        ...Array.from({ length: 6 }, (_, i) => el("td", { class: i >= 3 && i !== 4 ? "num" : "" })));
+    }
+    row.className = "session-row " + state;
+    const cells = [s.title || "", state, str(s.epoch || "0") + " @ " + (p.node || "?"), "#" + str(s.headSeq || "0"),
+      holder || "—", str(s.attachmentCount || "0")];
+    cells.forEach((text, i) => {
+      const td = row.cells[i + 1];
+      if (td.textContent !== text) td.textContent = text;
+    });
+    return row;
   });
   if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No sessions yet.")));
-  $("#session-list tbody").replaceChildren(...rows);
+  // Rows already in place are not touched; only new or reordered ones move.
+  const keep = new Set(rows);
+  for (const r of [...body.children]) if (!keep.has(r)) r.remove();
+  rows.forEach((r, i) => {
+    if (body.children[i] !== r) body.insertBefore(r, body.children[i] || null);
+  });
 }
 
 // --- wiring ----------------------------------------------------------------

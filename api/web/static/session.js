@@ -24,6 +24,13 @@ const CONTROLS = {
   "lease.release": { label: "Release lease", id: "lease-release", run: (v) => v.releaseLease() },
   "approval.answer": { label: "Answer approval", id: "approval-control" },
   "session.stop": { label: "Stop session", id: "session-stop", confirm: "Really stop the session?", run: (v) => v.stopSession() },
+  // The reset ledger (DESIGN.md §5). Clear, new and fork open a child
+  // session; the page follows it there.
+  "session.fresh": { label: "Fresh state", id: "session-fresh", run: (v) => v.ledger("FreshSession") },
+  "session.reset": { label: "Reset context", id: "session-reset", confirm: "Append a reset boundary?", run: (v) => v.ledger("ResetSession") },
+  "session.clear": { label: "Clear", id: "session-clear", confirm: "Stop this session and continue in a cleared child?", run: (v) => v.ledger("ClearSession") },
+  "session.new": { label: "New in lineage", id: "session-new", confirm: "Stop this session and start a new one in its lineage?", run: (v) => v.ledger("NewSession") },
+  "session.fork": { label: "Fork at head", id: "session-fork", run: (v) => v.ledger("ForkSession") },
   "detach": { label: "Detach", id: "detach", run: (v) => v.leave() },
 };
 
@@ -114,6 +121,11 @@ class SessionView {
         if (this.closed) return;
         if (err.code === "unauthenticated") {
           this.onUnauthenticated(err);
+          return;
+        }
+        if (err.reason === "NOT_FOUND") {
+          // No such session (a linearizable read said so): retrying would not help.
+          this.setWatchState("error", errorText(err));
           return;
         }
         if (err.reason === "ATTACHMENT_NOT_FOUND") this.dropAttachment();
@@ -269,6 +281,7 @@ class SessionView {
     this.epoch = str(s.epoch || "0");
     $("#session-title").textContent = s.title || this.id;
     this.view.dataset.state = enumName(s.state, "SESSION_STATE_");
+    this.view.dataset.head = str(s.headSeq || "0");
     this.renderDescriptor(d);
     this.renderAttachments(d.attachments || []);
     this.renderControls((d.capabilities && d.capabilities.controls) || [], d.capabilities && d.capabilities.version);
@@ -303,6 +316,13 @@ class SessionView {
     if (u64(pend.approvalSeq)) pending.push("approval #" + pend.approvalSeq + " awaits an answer");
     row("Pending", pending.join("; ") || "nothing");
     row("Turns", str(s.turnsCompleted || "0") + " completed");
+    if (u64(s.contextCap) || u64(s.contextUsed)) row("Context", str(s.contextUsed || "0") + (u64(s.contextCap) ? " of " + s.contextCap : "") + " tokens");
+    if (d.budget) row("Budget", this.budgetText(d.budget));
+    if (s.parentSession) {
+      row("Lineage", s.boundarySource || "child", " of ",
+        el("a", { href: "#session=" + encodeURIComponent(s.parentSession) }, s.parentSession),
+        u64(s.forkAddress) ? " at #" + s.forkAddress : "");
+    }
     const l = s.lease;
     if (l && u64(l.expiresUnixNano) > nowNanos()) {
       const mine = l.attachmentId === this.attachmentId;
@@ -312,6 +332,22 @@ class SessionView {
       row("Lease", "free");
     }
     $("#descriptor").replaceChildren(...rows);
+  }
+
+  // budgetText shows what the lineage's envelope has used of each limited
+  // axis, and the unlimited ones that saw use.
+  budgetText(env) {
+    const used = env.used || {}, limits = env.limits || {};
+    const axes = [["turns", "turns"], ["outputTokens", "output tokens"], ["queries", "queries"],
+      ["toolCalls", "tool calls"], ["spendMicros", "µ$"]];
+    const parts = [];
+    for (const [k, name] of axes) {
+      const u = u64(used[k]), l = u64(limits[k]);
+      if (l) parts.push(u + "/" + l + " " + name);
+      else if (u) parts.push(u + " " + name);
+    }
+    if (u64(env.refusals)) parts.push(env.refusals + " refused");
+    return parts.join(", ") || "nothing used, no limits";
   }
 
   renderAttachments(ats) {
@@ -487,6 +523,16 @@ class SessionView {
       });
       if (r.alreadyAnswered) $("#input-result").textContent = "approval #" + seq + " was already answered";
     });
+  }
+
+  // ledger runs a reset-ledger operation; when it leaves a different
+  // session in force (clear, new, fork), the page opens that one.
+  async ledger(method) {
+    const r = await this.rpc("SessionService/" + method, { sessionId: this.id });
+    const b = r.boundary || {};
+    const next = b.session && b.session.sessionId;
+    $("#input-result").textContent = (b.action || method) + (next && next !== this.id ? " → " + next : "");
+    if (next && next !== this.id) location.hash = "session=" + encodeURIComponent(next);
   }
 
   stopSession() {
