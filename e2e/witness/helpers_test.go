@@ -244,11 +244,26 @@ func (p *page) seqs() []uint64 {
 	return out
 }
 
-// screenshot writes a PNG of the whole page to the artifacts directory.
+// screenshot writes a PNG of the whole page to the artifacts directory,
+// with the transcript unrolled so the whole conversation is in the picture.
 func (p *page) screenshot(name string) string {
 	p.t.Helper()
+	h := p.eval("unroll the transcript", `(() => {
+		const e = document.getElementById("transcript");
+		e.style.height = "auto";
+		e.style.minHeight = "0";
+		return String(document.documentElement.scrollHeight);
+	})()`)
+	height, err := strconv.ParseInt(h, 10, 64)
+	if err != nil {
+		p.t.Fatalf("page height %q: %v", h, err)
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, stepTimeout)
 	defer cancel()
+	// The viewport grows to the page, so the screenshot holds all of it.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, max(height, 600))); err != nil {
+		p.t.Fatalf("resize the viewport: %v", err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		p.t.Fatalf("screenshot: %v", err)

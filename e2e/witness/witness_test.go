@@ -20,7 +20,9 @@ const (
 	terminalLine = "hello"
 	browserLine  = "hello from the browser"
 	browserName  = "witness"
-	turnTimeout  = 90 * time.Second
+	// toolLine makes the echo agent call a tool, which waits for approval.
+	toolLine    = "!tool ls -la"
+	turnTimeout = 90 * time.Second
 )
 
 func apiURL(n *testcluster.Node) string { return "http://" + n.APIAddr }
@@ -130,17 +132,39 @@ func TestTwoClientWitness(t *testing.T) {
 	if got := p.text(fmt.Sprintf(`#transcript .reply[data-first-seq="%d"] .body`, reply2.first)); got != reply2.text {
 		t.Errorf("browser shows reply #%d as %q; the journal has %q", reply2.first, got, reply2.text)
 	}
-	checkContiguous(t, p.seqs(), head2)
+
+	// 4. An input asking the echo agent for a tool: the approval it waits
+	// for is answered from the browser (an attachment suffices).
+	p.do("ask for a tool and approve it",
+		chromedp.SendKeys(chromedp.CSS("#input-text"), toolLine),
+		chromedp.Click(chromedp.CSS("#input-send")),
+		chromedp.WaitEnabled(chromedp.CSS("#transcript .approval button.approve")),
+		chromedp.Click(chromedp.CSS("#transcript .approval button.approve")),
+	)
+	events = waitTurns(t, c, n2, id, 3)
+	input3 := findInput(t, events, toolLine, input2)
+	approval, answer := kindAfter(t, events, "approval.requested", input3), kindAfter(t, events, "approval.answered", input3)
+	head3 := events[len(events)-1].Seq
+	p.do("see the approval answered and the turn complete",
+		chromedp.WaitVisible(sel(`#transcript .approval[data-seq="%d"][data-answered="approved"]`, approval)),
+		chromedp.WaitVisible(sel(`#transcript [data-seq="%d"]`, head3)),
+		chromedp.WaitVisible(sel(`#session-view[data-head="%d"]`, head3)),
+	)
+	if got := p.text(fmt.Sprintf(`#transcript .event[data-seq="%d"] .body`, answer)); !strings.Contains(got, "approved by browser "+browserName) {
+		t.Errorf("browser shows the answer #%d as %q", answer, got)
+	}
+	checkContiguous(t, p.seqs(), head3)
 	path := p.screenshot("witness-browser.png")
 	t.Logf("screenshot of the page: %s", path)
 
-	// 4. The terminal reconnects on node 3 from the first address and sees
+	// 5. The terminal reconnects on node 3 from the first address and sees
 	// the browser's input and the agent's reply at the same addresses.
 	term2 := cli(t, bins.fak, "", "session", "open", id, "--from", "1", "--addr", apiURL(n3), "--token", testcluster.Token)
 	// A new terminal process: the first terminal's input is someone else's now.
 	wantMatch(t, term2, fmt.Sprintf(`(?m)^#%d terminal[^\n]*> %s$`, input1, regexp.QuoteMeta(terminalLine)))
 	wantLine(t, term2, fmt.Sprintf("#%d browser %s> %s", input2, browserName, browserLine))
 	wantLine(t, term2, fmt.Sprintf("#%d agent> %s", reply2.first, strings.TrimRight(reply2.text, "\n")))
+	wantLine(t, term2, fmt.Sprintf("#%d approval #%d approved by browser %s", answer, approval, browserName))
 	printed := printedAddresses(term2)
 	for _, seq := range addressed(events) {
 		if !printed[seq] {
@@ -158,6 +182,18 @@ func findInput(t *testing.T, events []*fakv1.Event, text string, after uint64) u
 		}
 	}
 	t.Fatalf("no input %q after #%d in the journal:\n%s", text, after, dumpEvents(events))
+	return 0
+}
+
+// kindAfter returns the address of the first event of kind after seq.
+func kindAfter(t *testing.T, events []*fakv1.Event, kind string, after uint64) uint64 {
+	t.Helper()
+	for _, ev := range events {
+		if ev.Seq > after && ev.Kind == kind {
+			return ev.Seq
+		}
+	}
+	t.Fatalf("no %s after #%d in the journal:\n%s", kind, after, dumpEvents(events))
 	return 0
 }
 

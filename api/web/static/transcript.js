@@ -151,7 +151,7 @@ class Transcript {
 
   dataBlock(data) {
     if (data === null || data === undefined || data === "") return null;
-    return el("pre", { class: "data" }, typeof data === "string" ? data : JSON.stringify(data, null, 1));
+    return el("code", { class: "data" }, typeof data === "string" ? data : JSON.stringify(data));
   }
 
   approvalElement(ev, data, attrs) {
