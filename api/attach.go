@@ -29,11 +29,17 @@ func (h *sessionHandler) Attach(ctx context.Context, req *connect.Request[fakv1.
 		return nil, invalidArgument("session_id and client_kind are required")
 	}
 	id := newID("att_")
+	// The node the client attached through: this one, or the follower that
+	// forwarded the call here.
+	via := h.s.cfg.NodeName
+	if fwd := req.Header().Get(headerForwarded); fwd != "" {
+		via = fwd
+	}
 	resp, err := write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_Attach{Attach: &fsmpb.Attach{
 				SessionId: m.SessionId, AttachmentId: id, ClientKind: m.ClientKind, ClientName: m.ClientName,
-				Capabilities: m.Capabilities, Node: h.s.cfg.NodeName, TtlNanos: int64(h.s.cfg.AttachmentTTL),
+				Capabilities: m.Capabilities, Node: via, TtlNanos: int64(h.s.cfg.AttachmentTTL),
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.AttachResponse {
