@@ -38,14 +38,13 @@ func findBrowser(t *testing.T) string {
 // returns a tab context; everything is torn down with the test.
 func newBrowser(t *testing.T, execPath string) context.Context {
 	t.Helper()
+	// The defaults already run headless and keep off /dev/shm (a few MiB
+	// in containers, where Chromium would crash tabs).
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(execPath),
-		chromedp.Headless,
 		// Tests run as root, where Chromium's sandbox cannot start.
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
-		// Containers give /dev/shm a few MiB; Chromium then crashes tabs.
-		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(filepath.Join(t.TempDir(), "chromium")),
 		chromedp.WindowSize(1400, 1000),
 	)

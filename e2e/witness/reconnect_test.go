@@ -12,9 +12,10 @@ import (
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
-// TestBrowserResumesAfterNodeRestart: the node serving the page restarts
-// while the session is open and the journal grows meanwhile; the page
-// reconnects on its own and shows every event exactly once, in order.
+// TestBrowserResumesAfterNodeRestart: the page steals the input lease, then
+// the node serving it restarts while the journal grows; the page reconnects
+// on its own, shows every event exactly once, in order, and still holds the
+// lease to send input.
 func TestBrowserResumesAfterNodeRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster and a headless Chromium; skipped with -short")
@@ -48,11 +49,24 @@ func TestBrowserResumesAfterNodeRestart(t *testing.T) {
 		note(i)
 	}
 
+	// Another client holds the input lease: the page has to steal it.
+	other, err := c.Sessions(n1).Attach(ctx, connect.NewRequest(&fakv1.AttachRequest{SessionId: id, ClientKind: "terminal", ClientName: "other"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sessions(n1).TakeLease(ctx, connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: id, AttachmentId: other.Msg.GetAttachmentId()})); err != nil {
+		t.Fatal(err)
+	}
+
 	p := openPage(t, browser, artifactsDir(t))
-	p.do("open the session on node 2",
+	p.do("open the session on node 2 and steal the lease",
 		chromedp.Navigate(apiURL(n2)+"/ui/#token="+testcluster.Token+"&session="+id),
 		chromedp.WaitVisible(sel(`#session-view[data-attachment-id^="att_"]`)),
 		chromedp.WaitVisible(sel(`#watch-state[data-state="live"]`)),
+		chromedp.WaitVisible(sel(`#controls [data-control="input.text"][data-available="false"]`)),
+		chromedp.WaitEnabled(sel(`#lease-steal`)),
+		chromedp.Click(sel(`#lease-steal`)),
+		chromedp.WaitEnabled(sel(`#input-send`)),
 	)
 	c.Stop(n2)
 	p.do("notice that node 2 is gone", chromedp.WaitVisible(sel(`#watch-state[data-state="reconnecting"]`)))
@@ -68,10 +82,22 @@ func TestBrowserResumesAfterNodeRestart(t *testing.T) {
 		chromedp.WaitVisible(sel(`#transcript [data-seq="%d"]`, last)),
 		chromedp.WaitVisible(sel(`#watch-state[data-state="live"]`)),
 	)
-	// The page's own attach and the journal head may have moved on; every
-	// address up to the head the page shows is there exactly once.
+	// The page still holds the lease (it kept renewing it) and acts again.
+	p.do("send input after the restart",
+		chromedp.WaitEnabled(sel(`#input-send`)),
+		chromedp.SendKeys(sel(`#input-text`), "after the restart"),
+		chromedp.Click(sel(`#input-send`)),
+		chromedp.WaitVisible(sel(`#input-result[data-seq]`)),
+	)
+	events := waitTurns(t, c, n1, id, 1)
+	input := findInput(t, events, "after the restart", last)
+	head := events[len(events)-1].Seq
+	p.do("see the turn", chromedp.WaitVisible(sel(`#transcript [data-seq="%d"]`, head)))
+	if got := p.text(fmt.Sprintf(`#transcript .event[data-seq="%d"] .body`, input)); got != "after the restart" {
+		t.Errorf("#%d shows %q", input, got)
+	}
 	seqs := p.seqs()
-	checkContiguous(t, seqs, seqs[len(seqs)-1])
+	checkContiguous(t, seqs, head)
 	if seqs[0] != 1 {
 		t.Errorf("the transcript starts at #%d, want #1 (the journal is shorter than the replay window)", seqs[0])
 	}

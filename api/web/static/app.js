@@ -89,18 +89,24 @@ function openSession(id) {
   app.session.start();
 }
 
+// closeSession detaches the open session, if any; the promise settles when
+// the detach has been answered.
 function closeSession() {
-  if (app.session) app.session.close();
+  const done = app.session ? app.session.close() : Promise.resolve();
   app.session = null;
+  return done;
 }
 
 // --- the fleet overview ----------------------------------------------------
 
 function showFleet() {
-  closeSession();
+  const detached = closeSession();
   show("fleet-view");
   const gen = ++app.fleetGen;
   (async () => {
+    // The overview is drawn once the detach has landed, so it does not
+    // show this tab still attached.
+    await Promise.race([detached, sleep(1000)]);
     while (gen === app.fleetGen) {
       await refreshFleet();
       try { await sleep(FLEET_POLL_MS); } catch (_) { return; }

@@ -87,17 +87,16 @@ class SessionView {
   // close ends the view: timers stop, the stream is cancelled and the
   // attachment detached (which releases its lease).
   close() {
-    if (this.closed) return;
+    if (this.closed) return Promise.resolve();
     this.closed = true;
     this.life.abort(new DOMException("view closed", "AbortError"));
     clearInterval(this.describeTimer);
     clearTimeout(this.describeSoon);
     clearInterval(this.keepaliveTimer);
     clearInterval(this.leaseTimer);
-    if (this.attachmentId) {
-      this.rpc("SessionService/Detach", { sessionId: this.id, attachmentId: this.attachmentId }, { keepalive: true })
-        .catch(() => {}); // best effort: an undetached attachment expires by itself
-    }
+    if (!this.attachmentId) return Promise.resolve();
+    return this.rpc("SessionService/Detach", { sessionId: this.id, attachmentId: this.attachmentId }, { keepalive: true })
+      .catch(() => {}); // best effort: an undetached attachment expires by itself
   }
 
   // leave is the detach control: close and go back to the fleet.
