@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/fak-dev/fak/guard"
 )
 
 const usage = `Usage: fak <command> [flags]
@@ -15,6 +17,9 @@ Commands:
   agent   Run one fak node (server) of a fleet
   dev     Run a local fleet of N nodes on loopback (default 3)
   session Open a session in this terminal (fak session open ID)
+  guard   Run a coding agent bound to a fak session (fak guard -- claude)
+  guard-sessionstart, guard-sessionend
+          The provider hooks fak guard injects (hook JSON on stdin)
   version Print the version
 
 Run 'fak <command> -h' for the flags of a command.
@@ -48,6 +53,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDev(args[1:], stdout, stderr)
 	case "session":
 		return runSession(args[1:], stdout, stderr)
+	case "guard":
+		return runGuard(args[1:], stdout, stderr)
+	case "guard-sessionstart":
+		return runGuardHook(guard.EventSessionStart, args[1:], stderr)
+	case "guard-sessionend":
+		return runGuardHook(guard.EventSessionEnd, args[1:], stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "fak", version)
 		return 0
