@@ -131,18 +131,22 @@ func (l *launch) writeState() {
 // rpcErrorText is a short description of a cluster error: its reason when
 // the server gave one, else its code and message.
 func rpcErrorText(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "the fak cluster did not answer in time"
-	}
+	const late = "the fak cluster did not answer in time"
 	var ce *connect.Error
-	if errors.As(err, &ce) {
-		if info := apiclient.ErrorInfo(err); info != nil && info.GetReason() != "" {
-			return "fak cluster: " + info.GetReason() + ": " + ce.Message()
+	if !errors.As(err, &ce) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return late
 		}
-		if ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeUnknown {
-			return "fak cluster unreachable: " + ce.Message()
-		}
-		return "fak cluster: " + ce.Code().String() + ": " + ce.Message()
+		return "fak cluster: " + err.Error()
 	}
-	return "fak cluster: " + err.Error()
+	if ce.Code() == connect.CodeDeadlineExceeded {
+		return late
+	}
+	if info := apiclient.ErrorInfo(err); info != nil && info.GetReason() != "" {
+		return "fak cluster: " + info.GetReason() + ": " + ce.Message()
+	}
+	if ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeUnknown {
+		return "fak cluster unreachable: " + ce.Message()
+	}
+	return "fak cluster: " + ce.Code().String() + ": " + ce.Message()
 }
