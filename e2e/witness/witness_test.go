@@ -165,6 +165,9 @@ func TestTwoClientWitness(t *testing.T) {
 	wantLine(t, term2, fmt.Sprintf("#%d browser %s> %s", input2, browserName, browserLine))
 	wantLine(t, term2, fmt.Sprintf("#%d agent> %s", reply2.first, strings.TrimRight(reply2.text, "\n")))
 	wantLine(t, term2, fmt.Sprintf("#%d approval #%d approved by browser %s", answer, approval, browserName))
+	// Each client attached through its own node.
+	wantMatch(t, term2, fmt.Sprintf(`(?m)^#\d+ terminal \S+ joined via %s$`, n1.Name))
+	wantMatch(t, term2, fmt.Sprintf(`(?m)^#\d+ browser %s joined via %s$`, browserName, n2.Name))
 	printed := printedAddresses(term2)
 	for _, seq := range addressed(events) {
 		if !printed[seq] {
