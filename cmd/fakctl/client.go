@@ -89,6 +89,10 @@ func (c *cli) sessionClientAt(baseURL string) fakv1connect.SessionServiceClient 
 	return fakv1connect.NewSessionServiceClient(c.httpClient, baseURL, c.clientOpts...)
 }
 
+func (c *cli) lifecycleClient() fakv1connect.LifecycleServiceClient {
+	return fakv1connect.NewLifecycleServiceClient(c.httpClient, c.baseURL, c.clientOpts...)
+}
+
 func (c *cli) clusterClient() fakv1connect.ClusterServiceClient {
 	return fakv1connect.NewClusterServiceClient(c.httpClient, c.baseURL, c.clientOpts...)
 }

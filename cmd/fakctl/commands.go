@@ -56,13 +56,19 @@ var commands = []*command{
 	},
 	{
 		noun: "session", verb: "create",
-		flags:    "--title T [--objective O] [--node NAME] [--adapter NAME] [--model M] [--provider P] [--account-ref NAME] [--request-id R]",
+		flags: "--title T [--objective O] [--node NAME] [--adapter NAME] [--model M] [--provider P] [--account-ref NAME] " +
+			"[--max-turns N] [--max-output-tokens N] [--max-queries N] [--max-spend AMOUNT] [--max-tool-calls N] " +
+			"[--context-cap TOKENS] [--priority P] [--pace P] [--qa-envelope E] [--request-id R]",
 		synopsis: "Create a session",
 		help: "Creates a session and prints its ID. Retrying with the same --request-id returns the same session.\n\n" +
 			"  The first execution epoch is placed on --node (default: the node at --addr), whose runner runs the agent " +
 			"with the --adapter runtime adapter (default echo, a deterministic agent for tests and demos); " +
 			"--model, --provider and --account-ref complete the placement. The journal starts with session.created " +
-			"and epoch.changed, so a new session's head is 2.",
+			"and epoch.changed, so a new session's head is 2.\n\n" +
+			"  The session gets a new budget envelope, which every session cleared, renewed or forked from it shares " +
+			"(no reset buys a new allowance): --max-turns, --max-output-tokens, --max-queries, --max-spend " +
+			"(a decimal amount, counted in millionths) and --max-tool-calls limit it; --context-cap limits each " +
+			"session's context window. Limits not given take the node's defaults (unlimited unless configured).",
 		setup: sessionCreateCommand,
 	},
 	{
@@ -79,6 +85,8 @@ var commands = []*command{
 		synopsis: "Show a session's descriptor",
 		help: "Shows the session descriptor: state, objective, execution epoch and placement, journal head, " +
 			"pending interaction (queued inputs, running turn, pending approval), the input lease holder and its expiry, " +
+			"the context axis, the last reset boundary, the provider binding and the lineage (parent, boundary source, fork address), " +
+			"the budget envelope the lineage shares (limits, used and remaining per axis, elapsed time, sessions, refusals), " +
 			"the attachments with their presence, and the capability set: every control, available or not with the " +
 			"reason and a handoff. With --attachment the controls are those that attachment may use now.",
 		setup: sessionDescribeCommand,
@@ -120,6 +128,80 @@ var commands = []*command{
 		synopsis: "Stop a session",
 		help:     "Stops a session; a stopped session accepts no more events.",
 		setup:    sessionStopCommand,
+	},
+	{
+		noun: "session", verb: "fresh",
+		args:     []string{"ID"},
+		flags:    "[--request-id R]",
+		synopsis: "Rotate a session's provider binding, keeping its conversation",
+		help: "Rotates the provider-facing session id and binds a new execution epoch (an epoch.changed event with reason fresh), " +
+			"and prunes the cached provider state, printing how many entries went (0 is normal). " +
+			"The journal, its messages, queued inputs and the budget are unchanged; no reset boundary is written.",
+		setup: sessionFreshCommand,
+	},
+	{
+		noun: "session", verb: "reset",
+		args:     []string{"ID"},
+		flags:    "[--request-id R]",
+		synopsis: "Reset a session's model context at a reset_boundary",
+		help: "Appends a reset_boundary: the runner rebuilds the model context from the events after it, while the whole history " +
+			"stays readable. Queued inputs, the pending approval and pending turn state are cleared and the context axis is re-armed; " +
+			"identity, title, objective, placement and the budget envelope stay. Refused with BUSY while a turn is in flight.",
+		setup: sessionResetCommand,
+	},
+	{
+		noun: "session", verb: "clear",
+		args:     []string{"ID"},
+		flags:    "[--request-id R]",
+		synopsis: "Stop a session and continue in a new child session",
+		help: "Stops the session (reason USER_CLEAR; it stays readable) and opens its child, which starts with a " +
+			"fak.session.provider_boundary.v1 event (source clear) and prints as the session in force. The child keeps the title and " +
+			"placement, drops the objective and every pending turn, input and approval, gets a re-armed context axis and shares " +
+			"the budget envelope: what the lineage spent stays spent.",
+		setup: sessionClearCommand,
+	},
+	{
+		noun: "session", verb: "new",
+		args:     []string{"ID"},
+		flags:    "[--request-id R]",
+		synopsis: "Like clear, with boundary source new",
+		help:     "Like \"session clear\" (stop reason USER_NEW, boundary source new): the provenance stays distinct from a clear.",
+		setup:    sessionNewCommand,
+	},
+	{
+		noun: "session", verb: "fork",
+		args:     []string{"ID"},
+		flags:    "[--at SEQ] [--request-id R]",
+		synopsis: "Branch a session's history into a new session",
+		help: "Creates a session whose journal is a copy of the source's events up to --at (default: the head), at the same addresses, " +
+			"followed by session.forked. The source is untouched and keeps running; queued inputs are not inherited; " +
+			"the fork shares the budget envelope. Stopped sessions can be forked too.",
+		setup: sessionForkCommand,
+	},
+	{
+		noun: "session", verb: "lineage",
+		args:     []string{"ID"},
+		synopsis: "Show the tree of sessions a session belongs to",
+		help: "Shows the lineage of a session from its root: every session cleared, renewed or forked from another, indented under its " +
+			"parent, with the source of the boundary (clear, new, fork), the fork address, the state and the stop reason.",
+		setup: sessionLineageCommand,
+	},
+	{
+		noun: "usage", verb: "record",
+		flags: "(--session ID | --launch ID) [--turns N] [--output-tokens N] [--queries N] [--spend AMOUNT] [--tool-calls N] " +
+			"[--context-tokens N] [--request-id R]",
+		synopsis: "Charge model usage to a session's budget",
+		help: "Charges one model request, as a gateway does after each call (LifecycleService.RecordUsage): to --session, or to the " +
+			"default session of --launch. Prints the charged session, its context axis and what remains of the shared envelope. " +
+			"A charge that would pass a limit is refused with BUDGET_EXHAUSTED (exit 1), and the refusal is journaled.",
+		setup: usageRecordCommand,
+	},
+	{
+		noun: "launch", verb: "describe",
+		args:     []string{"ID"},
+		synopsis: "Show a guarded launch and its default session",
+		help:     "Shows a launch bound by \"fak guard\": its provider, the session usage without a trace id is charged to, and the provider's session id.",
+		setup:    launchDescribeCommand,
 	},
 	{
 		noun: "bench", verb: "append",

@@ -45,6 +45,12 @@ func writeDescriptor(w io.Writer, d *fakv1.DescribeSessionResponse, attachmentID
 	if err := writeFields(w, descriptorFields(d, now)); err != nil {
 		return err
 	}
+	if e := d.GetBudget(); e != nil {
+		fmt.Fprintln(w)
+		if err := writeBudget(w, e); err != nil {
+			return err
+		}
+	}
 
 	attachments := d.GetAttachments()
 	fmt.Fprintf(w, "\nAttachments (%d):\n", len(attachments))
@@ -111,9 +117,32 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		[2]string{"Running turn", formatSeqRef("on the input at seq ", pending.GetTurnInputSeq())},
 		[2]string{"Pending approval", formatSeqRef("awaiting an answer to the request at seq ", pending.GetApprovalSeq())},
 		[2]string{"Lease", formatLease(s.GetLease(), now)},
+		[2]string{"Context", formatContext(s.GetContextUsed(), s.GetContextCap())},
+		[2]string{"Context reset", formatResetSeq(s.GetResetSeq())},
+		[2]string{"Provider", formatProvider(s)},
+		[2]string{"Lineage", formatLineage(s)},
 		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
 		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
 	)
+}
+
+// formatProvider renders the provider binding: "claude, provider session
+// abc", or "none bound".
+func formatProvider(s *fakv1.Session) string {
+	provider := s.GetProvider()
+	if provider == "" {
+		provider = s.GetPlacement().GetProvider()
+	}
+	id := s.GetProviderSessionId()
+	switch {
+	case provider == "" && id == "":
+		return "none bound"
+	case id == "":
+		return provider + ", no provider session bound"
+	case provider == "":
+		return "provider session " + id
+	}
+	return provider + ", provider session " + id
 }
 
 func sessionDiscoverCommand(fs *flag.FlagSet) runFunc {

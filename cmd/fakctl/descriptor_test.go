@@ -88,6 +88,17 @@ func describedFleet(t *testing.T, now time.Time) (*fakeFleet, string) {
 	s.Lease = &fakv1.Lease{AttachmentId: "att-1", ClientKind: "terminal", ClientName: "alice",
 		TakenUnixNano: at(-3 * time.Second), ExpiresUnixNano: at(12 * time.Second)}
 	s.AttachmentCount = 2
+	s.ContextCap, s.ContextUsed = 1000, 250
+	s.Provider, s.ProviderSessionId = "claude", "prov-2"
+	s.ParentSession, s.BoundarySource = "s-0", "clear"
+	s.ResetSeq = 5
+	s.EnvelopeId = "env-1"
+	fleet.budget = &fakv1.Envelope{
+		EnvelopeId: "env-1", ElapsedMs: 65_400, Sessions: 2, Refusals: 1, Priority: "high",
+		Limits:    &fakv1.Budget{Turns: 10, SpendMicros: 2_000_000},
+		Used:      &fakv1.Budget{Turns: 10, OutputTokens: 1234, SpendMicros: 1_500_000},
+		Remaining: &fakv1.Budget{SpendMicros: 500_000},
+	}
 	fleet.attachments["s-1"] = []*fakv1.Attachment{
 		{AttachmentId: "att-1", ClientKind: "terminal", ClientName: "alice", Node: "n1",
 			Capabilities: []string{"input.text", "approval.answer"}, JoinedUnixNano: at(-time.Minute),
@@ -131,6 +142,10 @@ func TestSessionDescribeShowsTheDescriptor(t *testing.T) {
 		{"Running turn", "on the input at seq 6"},
 		{"Pending approval", "awaiting an answer to the request at seq 7"},
 		{"Lease", "terminal alice (att-1), taken " + clock(-3*time.Second) + ", expires " + clock(12*time.Second) + " (in 12s)"},
+		{"Context", "250 of 1000 tokens used (750 left)"},
+		{"Context reset", "at seq 5 (the model context starts after it)"},
+		{"Provider", "claude, provider session prov-2"},
+		{"Lineage", "clear of s-0"},
 		{"Created", formatTime(eventTime(0).UnixNano())},
 		{"Updated", formatTime(eventTime(9).UnixNano())},
 	}
@@ -138,6 +153,14 @@ func TestSessionDescribeShowsTheDescriptor(t *testing.T) {
 	if err := writeFields(&want, wantFields); err != nil {
 		t.Fatal(err)
 	}
+	want.WriteString("\nBudget (envelope env-1, shared by 2 sessions, 1m5s elapsed, 1 refusal, priority high):\n")
+	writeTable(&want, []string{"AXIS", "LIMIT", "USED", "REMAINING"}, [][]string{
+		{"turns", "10", "10", "0 (exhausted)"},
+		{"output tokens", "unlimited", "1234", ""},
+		{"queries", "unlimited", "0", ""},
+		{"spend", "2", "1.5", "0.5"},
+		{"tool calls", "unlimited", "0", ""},
+	})
 	want.WriteString("\nAttachments (2):\n")
 	writeTable(&want, []string{"ID", "CLIENT", "NODE", "PRESENT", "LEASE", "JOINED", "SEEN", "EXPIRES", "CAPABILITIES"}, [][]string{
 		{"att-1", "terminal alice", "n1", "yes", "holder", clock(-time.Minute), clock(-time.Second), clock(29 * time.Second), "input.text,approval.answer"},
@@ -199,6 +222,10 @@ func TestSessionDescribeIdleSession(t *testing.T) {
 		"Running turn:     none\n",
 		"Pending approval: none\n",
 		"Lease:            none (free to take)\n",
+		"Context:          0 tokens used (no cap)\n",
+		"Context reset:    none\n",
+		"Provider:         none bound\n",
+		"Lineage:          root (no parent)\n",
 		"\nAttachments (0):\n  none\n",
 		"\nControls (capability set v0, as seen by an observer (--attachment ID for an attachment's view)):\n  none\n",
 	} {

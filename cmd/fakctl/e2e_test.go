@@ -49,6 +49,7 @@ type fakeFleet struct {
 	// What DescribeSession and DiscoverSession answer besides the session.
 	attachments  map[string][]*fakv1.Attachment
 	capabilities *fakv1.CapabilitySet
+	budget       *fakv1.Envelope
 	endpoints    []*fakv1.Endpoint
 	describedAs  []string // attachment_id of every DescribeSession call
 	nonHTTP2     atomic.Int64
@@ -200,6 +201,7 @@ func (f *fakeFleet) DescribeSession(_ context.Context, req *connect.Request[fakv
 		Attachments:  f.attachments[session.SessionId],
 		Capabilities: f.capabilities,
 		ComputeNode:  session.GetPlacement().GetNode(),
+		Budget:       f.budget,
 	}), nil
 }
 

@@ -24,6 +24,15 @@ const (
 	kindLeaseReleased    = "lease.released"
 	kindInput            = "input"
 	kindApprovalAnswered = "approval.answered"
+	// The reset ledger, provider hooks and budgets (DESIGN.md §5).
+	kindResetBoundary    = "reset_boundary"
+	kindProviderBoundary = "fak.session.provider_boundary.v1"
+	kindProviderBound    = "provider.bound"
+	kindProviderEnd      = "provider.session_end"
+	kindCompaction       = "compaction"
+	kindBudgetCharged    = "budget.charged"
+	kindBudgetExhausted  = "budget.exhausted"
+	kindSessionForked    = "session.forked"
 )
 
 // eventTimeLayout is how session log prints times of day.
@@ -47,6 +56,38 @@ type eventFacts struct {
 	ApprovalSeq    uint64          `json:"approval_seq"`
 	Approved       bool            `json:"approved"`
 	Note           string          `json:"note"`
+	// Ledger, provider and budget facts (fsm: epochChangeFact, resetFact,
+	// boundaryFact, providerFact, chargeFact, forkFact, the stop of a
+	// cleared session).
+	ProviderSessionID    string       `json:"provider_session_id"`
+	Pruned               uint32       `json:"pruned"`
+	ClearedInputs        []uint64     `json:"cleared_inputs"`
+	ClearedTurn          uint64       `json:"cleared_turn"`
+	ClearedApproval      uint64       `json:"cleared_approval"`
+	ContextRearmedTo     uint64       `json:"context_rearmed_to"`
+	Provider             string       `json:"provider"`
+	Source               string       `json:"source"`
+	PreviousSession      string       `json:"previous_session"`
+	NewProviderSessionID string       `json:"new_provider_session_id"`
+	Launch               string       `json:"launch"`
+	Usage                *budgetFacts `json:"usage"`
+	ContextTokens        uint64       `json:"context_tokens"`
+	Envelope             string       `json:"envelope"`
+	Exhausted            string       `json:"exhausted"`
+	ViaLaunch            string       `json:"via_launch"`
+	SourceSession        string       `json:"source_session"`
+	ForkAddress          uint64       `json:"fork_address"`
+	CopiedEvents         int          `json:"copied_events"`
+	Child                string       `json:"child"`
+}
+
+// budgetFacts is a charge (fsm: budgetFact).
+type budgetFacts struct {
+	Turns        uint64 `json:"turns"`
+	OutputTokens uint64 `json:"output_tokens"`
+	Queries      uint64 `json:"queries"`
+	SpendMicros  uint64 `json:"spend_micros"`
+	ToolCalls    uint64 `json:"tool_calls"`
 }
 
 type placementFacts struct {
@@ -67,13 +108,79 @@ func eventSummary(ev *fakv1.Event) string {
 	var f eventFacts
 	factsOK := len(ev.GetData()) > 0 && json.Unmarshal(ev.GetData(), &f) == nil
 	switch ev.GetKind() {
-	case kindSessionCreated, kindSessionStopped:
+	case kindSessionCreated:
+		return text
+	case kindSessionStopped:
+		if factsOK && f.Child != "" {
+			return joinNonEmpty(text+";", "continues as "+f.Child, "("+f.Source+")")
+		}
 		return text
 	case kindEpochChanged:
 		if !factsOK || f.Placement == nil {
 			return text
 		}
-		return fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacementFacts(f.Placement))
+		s := fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacementFacts(f.Placement))
+		switch f.Reason {
+		case "":
+		case "fresh":
+			s += fmt.Sprintf(" (fresh: provider session %s, %s pruned)", f.ProviderSessionID, plural(uint64(f.Pruned), "cached provider entry"))
+		default:
+			if f.ProviderSessionID != "" {
+				s += " (" + f.Reason + ": provider session " + f.ProviderSessionID + ")"
+			} else {
+				s += " (" + f.Reason + ")"
+			}
+		}
+		return s
+	case kindResetBoundary:
+		if !factsOK {
+			return text
+		}
+		return resetSummary(f)
+	case kindProviderBoundary:
+		if !factsOK || f.PreviousSession == "" {
+			return text
+		}
+		s := joinNonEmpty(f.Source, "of", f.PreviousSession)
+		if f.NewProviderSessionID != "" {
+			s += "; " + joinNonEmpty(f.Provider, "provider session", f.NewProviderSessionID)
+		}
+		return s
+	case kindProviderBound, kindProviderEnd:
+		if !factsOK || f.Provider == "" && f.ProviderSessionID == "" {
+			return text
+		}
+		s := joinNonEmpty(f.Provider, "session", f.ProviderSessionID)
+		if ev.GetKind() == kindProviderBound {
+			s += " bound"
+			if f.Source != "" {
+				s += " (" + f.Source + ")"
+			}
+		} else {
+			s += " ended"
+			if f.Reason != "" {
+				s += ": " + f.Reason
+			}
+		}
+		if f.Launch != "" {
+			s += ", launch " + f.Launch
+		}
+		return s
+	case kindCompaction:
+		if !factsOK || f.Provider == "" {
+			break // a client's annotation: text and data below
+		}
+		return joinNonEmpty(text, "("+joinNonEmpty(f.Provider, "session", f.ProviderSessionID)+")")
+	case kindBudgetCharged, kindBudgetExhausted:
+		if !factsOK {
+			return text
+		}
+		return chargeSummary(ev.GetKind() == kindBudgetExhausted, f)
+	case kindSessionForked:
+		if !factsOK || f.SourceSession == "" {
+			return text
+		}
+		return fmt.Sprintf("forked from %s at seq %d (%s copied)", f.SourceSession, f.ForkAddress, plural(uint64(f.CopiedEvents), "event"))
 	case kindAttachmentJoined:
 		if !factsOK {
 			return text
@@ -140,6 +247,96 @@ func eventSummary(ev *fakv1.Event) string {
 	// Runner events (turn.*, output, tool.*, approval.requested) and client
 	// annotations: the text, then whatever structured facts came with it.
 	return joinNonEmpty(text, dataFields(ev.GetData()))
+}
+
+// resetSummary renders a reset boundary: what it cleared, the provider
+// session it rotated to and the context axis re-armed.
+func resetSummary(f eventFacts) string {
+	var cleared []string
+	if len(f.ClearedInputs) > 0 {
+		seqs := make([]string, len(f.ClearedInputs))
+		for i, seq := range f.ClearedInputs {
+			seqs[i] = formatUint(seq)
+		}
+		cleared = append(cleared, "queued inputs "+strings.Join(seqs, ", "))
+	}
+	if f.ClearedTurn != 0 {
+		cleared = append(cleared, "the turn of input "+formatUint(f.ClearedTurn))
+	}
+	if f.ClearedApproval != 0 {
+		cleared = append(cleared, "approval request "+formatUint(f.ClearedApproval))
+	}
+	s := "context reset"
+	if len(cleared) > 0 {
+		s += ", cleared " + strings.Join(cleared, ", ")
+	}
+	if f.ProviderSessionID != "" {
+		s += "; provider session " + f.ProviderSessionID
+	}
+	if f.ContextRearmedTo != 0 {
+		s += fmt.Sprintf("; context re-armed to %d tokens", f.ContextRearmedTo)
+	}
+	return s
+}
+
+// chargeSummary renders a charge or a refused one: "charged 100 output
+// tokens, spend 0.25; context +500 tokens (via launch L)" or "refused
+// spend (exhausted): asked spend 0.25".
+func chargeSummary(refused bool, f eventFacts) string {
+	asked := formatCharge(f.Usage)
+	if f.ContextTokens != 0 {
+		c := fmt.Sprintf("context +%d tokens", f.ContextTokens)
+		if asked != "" {
+			c = "; " + c
+		}
+		asked += c
+	}
+	if asked == "" {
+		asked = "nothing"
+	}
+	var s string
+	if refused {
+		s = "refused: " + axisName(f.Exhausted) + " exhausted; asked " + asked
+	} else {
+		s = "charged " + asked
+	}
+	if f.ViaLaunch != "" {
+		s += " (via launch " + f.ViaLaunch + ")"
+	}
+	return s
+}
+
+// formatCharge lists the non-zero axes of a charge: "1 turn, 100 output
+// tokens, spend 0.25".
+func formatCharge(b *budgetFacts) string {
+	if b == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    uint64
+		noun string
+	}{{b.Turns, "turn"}, {b.OutputTokens, "output token"}, {b.Queries, "query"}, {b.ToolCalls, "tool call"}} {
+		if p.n != 0 {
+			parts = append(parts, plural(p.n, p.noun))
+		}
+	}
+	if b.SpendMicros != 0 {
+		parts = append(parts, "spend "+formatSpend(b.SpendMicros))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// axisName turns the FSM's axis names (spend_micros, output_tokens) into
+// words.
+func axisName(axis string) string {
+	switch axis {
+	case "spend_micros":
+		return "spend"
+	case "":
+		return "budget"
+	}
+	return strings.ReplaceAll(axis, "_", " ")
 }
 
 // clientName is "terminal alice", or just the kind when the client gave no

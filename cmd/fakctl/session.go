@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
@@ -45,6 +46,7 @@ func sessionCreateCommand(fs *flag.FlagSet) runFunc {
 	model := fs.String("model", "", "`MODEL` the adapter asks its provider for")
 	provider := fs.String("provider", "", "`PROVIDER` of the model")
 	accountRef := fs.String("account-ref", "", "`NAME` of the account the compute node resolves to credentials (never a secret)")
+	policy := policyFlags(fs)
 	return func(ctx context.Context, c *cli, _ []string) error {
 		if *title == "" {
 			return usageErrorf("--title is required")
@@ -62,6 +64,7 @@ func sessionCreateCommand(fs *flag.FlagSet) runFunc {
 				Model:          *model,
 				Node:           *node,
 			},
+			Policy: policy(),
 		}))
 		if err != nil {
 			return err
@@ -71,6 +74,35 @@ func sessionCreateCommand(fs *flag.FlagSet) runFunc {
 		}
 		_, err = fmt.Fprintln(c.stdout, resp.Msg.GetSession().GetSessionId())
 		return err
+	}
+}
+
+// policyFlags declares the budget policy of a new session's envelope and
+// returns a function building it: nil when no flag was given, so the
+// node's defaults apply. Zero means "the node's default" (0 there too:
+// unlimited).
+func policyFlags(fs *flag.FlagSet) func() *fakv1.Policy {
+	turns := fs.Uint64("max-turns", 0, "most agent `TURNS` the lineage may run")
+	output := fs.Uint64("max-output-tokens", 0, "most model output `TOKENS` the lineage may be charged")
+	queries := fs.Uint64("max-queries", 0, "most model `QUERIES` the lineage may make")
+	spend := &spendFlag{}
+	fs.Var(spend, "max-spend", "most the lineage may spend, a decimal `AMOUNT` of the account's currency (e.g. 12.50)")
+	tools := fs.Uint64("max-tool-calls", 0, "most tool `CALLS` the lineage may make")
+	contextCap := fs.Uint64("context-cap", 0, "context window cap in `TOKENS` of each session (re-armed by reset, clear and new)")
+	priority := fs.String("priority", "", "scheduling `PRIORITY`, carried across boundaries")
+	pace := fs.String("pace", "", "`PACE` of the lineage, carried across boundaries")
+	qa := fs.String("qa-envelope", "", "QA `ENVELOPE` name, carried across boundaries")
+	return func() *fakv1.Policy {
+		p := &fakv1.Policy{
+			Limits: &fakv1.Budget{
+				Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools,
+			},
+			ContextCap: *contextCap, Priority: *priority, Pace: *pace, QaEnvelope: *qa,
+		}
+		if proto.Equal(p, &fakv1.Policy{Limits: &fakv1.Budget{}}) {
+			return nil
+		}
+		return p
 	}
 }
 
