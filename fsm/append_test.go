@@ -31,7 +31,7 @@ func TestAppendEventsSequencesWithoutGaps(t *testing.T) {
 			cmds: []*fsmpb.Command{
 				appendEv("b", ev("note", "b3")),
 				appendEv("a", ev("compaction", "a5")),
-				appendEv("b", ev("note", "b4"), ev("fak.session.provider_boundary.v1", "b5")),
+				appendEv("b", ev("note", "b4"), ev("checkpoint", "b5")),
 				appendEv("a", ev("note", "a6")),
 			},
 			want: []*fsmpb.Result{
@@ -73,7 +73,7 @@ func TestAppendEventsSequencesWithoutGaps(t *testing.T) {
 	h.wantJournal("b", withJournal("b",
 		"3 note b3",
 		"4 note b4",
-		"5 fak.session.provider_boundary.v1 b5",
+		"5 checkpoint b5",
 		"6 checkpoint b6",
 	)...)
 	if s := h.session("a"); s.HeadSeq != 7 {
@@ -251,6 +251,13 @@ func TestAppendEventsRefusesKindsWithOtherWriters(t *testing.T) {
 		{KindAttachmentLeft, `kind "attachment.left" is written by fak itself`},
 		{KindLeaseTaken, `kind "lease.taken" is written by fak itself`},
 		{KindLeaseReleased, `kind "lease.released" is written by fak itself`},
+		{KindResetBoundary, `kind "reset_boundary" is written by fak itself`},
+		{KindProviderBoundary, `kind "fak.session.provider_boundary.v1" is written by fak itself`},
+		{KindProviderBound, `kind "provider.bound" is written by fak itself`},
+		{KindProviderEnd, `kind "provider.session_end" is written by fak itself`},
+		{KindBudgetCharged, `kind "budget.charged" is written by fak itself`},
+		{KindBudgetExhausted, `kind "budget.exhausted" is written by fak itself`},
+		{KindSessionForked, `kind "session.forked" is written by fak itself`},
 		{"bogus", `unknown kind "bogus"`},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -13,10 +14,12 @@ import (
 )
 
 // mixGen writes a seeded random log of attachment, lease, input, approval
-// and runner commands. Each entry is drawn against the state the log has
-// produced so far (it is applied to gen as it is written), so that most
-// commands are plausible and the log reaches deep turn states, while a
-// share of them are wrong in every way a client or runner can be wrong.
+// and runner commands, budget charges, reset-ledger operations and
+// provider hooks of guarded launches. Each entry is drawn against the
+// state the log has produced so far (it is applied to gen as it is
+// written), so that most commands are plausible and the log reaches deep
+// turn states and lineages, while a share of them are wrong in every way a
+// client, runner or hook can be wrong.
 type mixGen struct {
 	t        *testing.T
 	r        *rand.Rand
@@ -24,23 +27,35 @@ type mixGen struct {
 	log      []*raft.Log
 	results  [][]*fsmpb.Result
 	now      int64
-	sessions []string
+	sessions []string // every session, in order of appearance
+	live     []string // the active ones
+	home     []string // s0-s3, or the child a clear or new replaced each with
+	known    map[string]bool
 	reqs     []string // request ids used so far
 }
 
-const mixAttachments = 6
+const (
+	mixAttachments = 6
+	mixLaunches    = 4
+	// mixMaxLive bounds the active sessions (forks add them, clears
+	// replace them), so that interactions stay concentrated enough to
+	// reach deep turn states.
+	mixMaxLive = 6
+)
 
 func newMixGen(t *testing.T, seed uint64) *mixGen {
-	g := &mixGen{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), gen: newHarness(t), now: t0}
+	g := &mixGen{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), gen: newHarness(t), now: t0, known: map[string]bool{}}
 	var cmds []*fsmpb.Command
 	for i := range 4 {
 		id := fmt.Sprintf("s%d", i)
-		g.sessions = append(g.sessions, id)
 		c := create(id)
 		c.GetCreateSession().Placement = &fsmpb.Placement{Model: fmt.Sprintf("m%d", i%2), Node: fmt.Sprintf("n%d", i%3)}
+		c.GetCreateSession().Policy = budgetPolicy(&fsmpb.Budget{Turns: 40, SpendMicros: 3000}, 4000)
 		cmds = append(cmds, c)
 	}
+	cmds = append(cmds, bindLaunch("L0", "claude", "s0"), bindLaunch("L1", "codex", "s1"), hookStart("L0", "startup", "p0"))
 	g.add(cmds...)
+	g.home = slices.Clone(g.sessions)
 	return g
 }
 
@@ -53,7 +68,33 @@ func (g *mixGen) add(cmds ...*fsmpb.Command) []*fsmpb.Result {
 	rs := results(g.t, g.gen.f.Apply(l))
 	g.log = append(g.log, l)
 	g.results = append(g.results, rs)
+	g.track(rs)
 	return rs
+}
+
+// track learns the sessions an entry created (its results name them) and
+// which sessions are still active.
+func (g *mixGen) track(rs []*fsmpb.Result) {
+	for _, r := range rs {
+		id := r.GetSession().GetSessionId()
+		b := r.GetBoundary()
+		if b != nil {
+			id = b.GetSession().GetSessionId()
+		}
+		if id != "" && !g.known[id] {
+			g.known[id] = true
+			g.sessions = append(g.sessions, id)
+		}
+		if i := slices.Index(g.home, b.GetPreviousSession()); i >= 0 && (b.GetAction() == "clear" || b.GetAction() == "new") {
+			g.home[i] = id
+		}
+	}
+	g.live = g.live[:0]
+	for _, id := range g.sessions {
+		if g.gen.session(id).State == fsmpb.SessionState_SESSION_STATE_ACTIVE {
+			g.live = append(g.live, id)
+		}
+	}
 }
 
 func (g *mixGen) pick(n int) int { return g.r.IntN(n) }
@@ -75,11 +116,13 @@ func (g *mixGen) holder(s *fsmpb.Session) string {
 	return g.attachment()
 }
 
-func (g *mixGen) epoch() uint64 {
+// epoch is the session's current epoch (fresh and resume move it), or
+// sometimes a stale or future one.
+func (g *mixGen) epoch(s *fsmpb.Session) uint64 {
 	if g.pick(15) == 0 {
-		return uint64(g.pick(3)) * 2 // 0 or 2: STALE_EPOCH
+		return []uint64{0, s.Epoch - 1, s.Epoch + 1}[g.pick(3)] // STALE_EPOCH
 	}
-	return 1
+	return s.Epoch
 }
 
 var runnerKindList = []string{KindTurnStarted, KindOutput, KindTurnCompleted, KindToolCall, KindToolResult, KindApprovalRequested}
@@ -108,12 +151,82 @@ func (g *mixGen) runnerEvents(s *fsmpb.Session) []*fsmpb.EventInput {
 	return []*fsmpb.EventInput{ev(KindOutput, "bye"), ev(KindTurnCompleted, "")}
 }
 
+func (g *mixGen) launch() string { return fmt.Sprintf("L%d", g.pick(mixLaunches)) }
+
+// providerID draws from a small pool, so that hooks and clears repeat.
+func (g *mixGen) providerID() string { return fmt.Sprintf("p%d", g.pick(6)) }
+
+// usage is a model request's charge: sometimes small, sometimes large
+// enough to exhaust an axis.
+func (g *mixGen) usage() (*fsmpb.Budget, uint64) {
+	return &fsmpb.Budget{Turns: uint64(g.pick(2)), OutputTokens: uint64(g.pick(500)), Queries: 1,
+		SpendMicros: uint64(g.pick(300)), ToolCalls: uint64(g.pick(3))}, uint64(g.pick(900))
+}
+
+var (
+	mixHookSources = []string{"startup", "startup", "resume", "compact", "clear", "clear", "fork", "bogus"}
+	mixEndReasons  = []string{"clear", "exit", "logout", "prompt_input_exit", "other"}
+	mixStopReasons = []string{"", StopUserClear, StopUserNew, StopProviderClear}
+)
+
+// ledgerCommand draws a reset-ledger or launch command on session s.
+func (g *mixGen) ledgerCommand(s *fsmpb.Session) *fsmpb.Command {
+	id := s.SessionId
+	switch g.pick(10) {
+	case 0:
+		return fresh(id, g.providerID())
+	case 1:
+		return reset(id, g.providerID()) // BUSY while a turn runs
+	case 2:
+		return clearCmd(id, []string{"clear", "new"}[g.pick(2)], mixStopReasons[g.pick(len(mixStopReasons))], "", g.providerID())
+	case 3:
+		if len(g.live) >= mixMaxLive {
+			return fresh(id, g.providerID())
+		}
+		// Sometimes an existing fork (a no-op) or another session's id
+		// (ALREADY_EXISTS), sometimes past the head (INVALID_ARGUMENT).
+		return forkCmd(id, uint64(g.pick(int(s.HeadSeq)+2)), fmt.Sprintf("f%d", g.pick(40)), g.providerID())
+	case 4:
+		return bindLaunch(g.launch(), []string{"claude", "codex", "gemini"}[g.pick(3)], id)
+	case 5:
+		return hookEnd(g.launch(), mixEndReasons[g.pick(len(mixEndReasons))], g.providerID())
+	}
+	launch, source, pid := g.launch(), mixHookSources[g.pick(len(mixHookSources))], g.providerID()
+	if source == "fork" && len(g.live) >= mixMaxLive {
+		source = "compact"
+	}
+	if l, err := g.gen.f.Launch(launch); err == nil && l.ProviderSessionId != "" && g.pick(2) == 0 {
+		pid = l.ProviderSessionId // a redelivery, or the next turn's Codex startup: a no-op
+	}
+	return withMetadata(hookStart(launch, source, pid), `{"cwd":"/w"}`)
+}
+
 // command draws one command against the current state of gen.
 func (g *mixGen) command() *fsmpb.Command {
-	id := g.sessions[g.pick(len(g.sessions))]
+	// Mostly the four home sessions, so that turns get deep; sometimes
+	// any active session (forks), sometimes any at all (stopped ones too).
+	pool := g.home
+	switch g.pick(10) {
+	case 0:
+		pool = g.sessions
+	case 1, 2:
+		if len(g.live) > 0 {
+			pool = g.live
+		}
+	}
+	id := pool[g.pick(len(pool))]
 	s := g.gen.session(id)
 	var c *fsmpb.Command
-	switch g.pick(12) {
+	switch g.pick(14) {
+	case 12:
+		u, ctx := g.usage()
+		if g.pick(3) == 0 {
+			c = launchUsage(g.launch(), u, ctx) // no trace id: the launch's default session
+		} else {
+			c = recordUsage(id, u, ctx)
+		}
+	case 13:
+		c = g.ledgerCommand(s)
 	case 0:
 		c = attachCmd(id, g.attachment(), []string{"terminal", "browser", "hook"}[g.pick(3)], "c", g.ttl())
 	case 1:
@@ -131,7 +244,7 @@ func (g *mixGen) command() *fsmpb.Command {
 			c = releaseLease(id, g.holder(s), "")
 		}
 	case 6, 7:
-		c = submitInput(id, g.holder(s), g.epoch(), fmt.Sprintf("input %d", len(g.log)))
+		c = submitInput(id, g.holder(s), g.epoch(s), fmt.Sprintf("input %d", len(g.log)))
 	case 8:
 		seq := s.PendingApprovalSeq
 		if seq == 0 || g.pick(5) == 0 {
@@ -139,11 +252,17 @@ func (g *mixGen) command() *fsmpb.Command {
 		}
 		c = answerApproval(id, g.attachment(), seq, g.pick(3) != 0, "")
 	case 9, 10:
-		c = runnerAppend(id, g.epoch(), g.runnerEvents(s)...)
+		c = runnerAppend(id, g.epoch(s), g.runnerEvents(s)...)
 	default:
 		switch g.pick(30) {
 		case 0:
-			c = stop(id, "")
+			if slices.Contains(g.home, id) {
+				// A home session is not stopped for good: a person's /new
+				// stops it and hands its place to the child.
+				c = clearCmd(id, "new", StopUserNew, "", g.providerID())
+			} else {
+				c = stop(id, "")
+			}
 		case 1:
 			c = appendEv(id, ev(KindOutput, "not mine"))
 		default:
@@ -231,8 +350,9 @@ func TestInteractionMixIsDeterministic(t *testing.T) {
 func TestInteractionMixCoverage(t *testing.T) {
 	// The mix must reach the paths it claims to, or its determinism proves
 	// little.
-	g := mixLog(t, 1, 400)
+	g := mixLog(t, 1, 800)
 	reasons := map[Reason]int{}
+	actions := map[string]int{}
 	noOps := 0
 	for _, rs := range g.results {
 		for _, r := range rs {
@@ -240,11 +360,20 @@ func TestInteractionMixCoverage(t *testing.T) {
 			if r.NoOp {
 				noOps++
 			}
+			if b := r.GetBoundary(); b != nil {
+				actions[b.Action]++
+			}
 		}
 	}
-	t.Logf("reasons %v, no-ops %d", reasons, noOps)
+	t.Logf("reasons %v, no-ops %d, boundary actions %v", reasons, noOps, actions)
+	for _, action := range []string{"bound", "no_op", "fresh", "reset", "clear", "new", "fork", "resume", "compact", "end"} {
+		if actions[action] == 0 {
+			t.Errorf("mix never produced a %s boundary result", action)
+		}
+	}
 	for _, reason := range []Reason{"", ReasonInvalidArgument, ReasonAlreadyExists, ReasonAttachmentNotFound,
-		ReasonLeaseHeld, ReasonLeaseNotHeld, ReasonStaleEpoch, ReasonTurnOrder, ReasonNoPendingApproval} {
+		ReasonLeaseHeld, ReasonLeaseNotHeld, ReasonStaleEpoch, ReasonTurnOrder, ReasonNoPendingApproval,
+		ReasonNotFound, ReasonSessionStopped, ReasonBusy, ReasonBudgetExhausted} {
 		if reasons[reason] == 0 {
 			t.Errorf("mix never produced reason %q", reason)
 		}

@@ -24,6 +24,7 @@ func TestCreateSession(t *testing.T) {
 		HeadSeq:         2, // session.created, epoch.changed
 		Epoch:           1,
 		Placement:       &fsmpb.Placement{RuntimeAdapter: DefaultRuntimeAdapter},
+		EnvelopeId:      "s1", // a root session makes its own envelope
 	}
 	if !proto.Equal(r.GetSession(), want) {
 		t.Fatalf("result session = %v, want %v", r.GetSession(), want)
@@ -58,6 +59,11 @@ func TestCreateSessionPlacement(t *testing.T) {
 	wantErr(t, h.apply1(c), "")
 	if s := h.session("s1"); !proto.Equal(s.Placement, p) || s.Epoch != 1 {
 		t.Fatalf("session epoch %d placement %v, want 1, %v", s.Epoch, s.Placement, p)
+	}
+	// The provider binding starts as the placement's provider, with no
+	// provider conversation yet.
+	if s := h.session("s1"); s.Provider != "anthropic" || s.ProviderSessionId != "" || s.EnvelopeId != "s1" {
+		t.Fatalf("session provider %q/%q envelope %q, want anthropic/\"\"/s1", s.Provider, s.ProviderSessionId, s.EnvelopeId)
 	}
 	h.wantJournal("s1", "1 session.created title s1", "2 epoch.changed epoch 1: claude opus on n2")
 	want := `{"epoch":1,"placement":{"runtime_adapter":"claude","provider":"anthropic","account_ref":"team","model":"opus","node":"n2"}}`
@@ -140,6 +146,7 @@ func TestStopSession(t *testing.T) {
 				HeadSeq:         4,
 				Epoch:           1,
 				Placement:       &fsmpb.Placement{RuntimeAdapter: DefaultRuntimeAdapter},
+				EnvelopeId:      "s1",
 			}
 			if !proto.Equal(r.GetSession(), want) {
 				t.Fatalf("stop result = %v, want %v", r.GetSession(), want)
