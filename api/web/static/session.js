@@ -52,6 +52,8 @@ class SessionView {
     this.describeTimer = null;
     this.describeSoon = null;
     this.desc = null;
+    this.descGen = 0;                   // describes issued
+    this.descShown = 0;                 // the newest one shown
     this.epoch = "0";
     this.lastSeq = -1n;                 // highest applied address; -1: not started
     this.firstSeq = 0n;                 // lowest address shown
@@ -140,6 +142,7 @@ class SessionView {
   }
 
   async attach() {
+    const gen = ++this.descGen;
     const r = await this.rpc("SessionService/Attach", {
       sessionId: this.id, clientKind: "browser", clientName: this.clientName(),
       capabilities: Object.keys(CONTROLS),
@@ -150,8 +153,8 @@ class SessionView {
     this.keepaliveMs = Number(r.keepaliveMs || 10000);
     clearInterval(this.keepaliveTimer);
     this.keepaliveTimer = setInterval(() => this.keepAlive(), this.keepaliveMs);
-    if (r.descriptor) this.applyDescriptor(r.descriptor);
     $("#attachment-id").textContent = r.attachmentId;
+    this.applyDescriptor(r.descriptor, gen);
   }
 
   // dropAttachment forgets an attachment that expired or was detached; the
@@ -259,22 +262,33 @@ class SessionView {
     this.describeSoon = setTimeout(() => this.describe().catch(() => {}), 100);
   }
 
+  // describe reads the descriptor as this attachment sees it. Several may be
+  // in flight (the timer, events, actions); an answer older than the one
+  // shown is dropped, so the view never steps back in time.
   async describe() {
     if (this.closed) return;
+    const gen = ++this.descGen;
+    const att = this.attachmentId;
     const d = await this.rpc("SessionService/DescribeSession", {
-      sessionId: this.id, attachmentId: this.attachmentId,
+      sessionId: this.id, attachmentId: att,
     }, { signal: this.life.signal });
-    if (this.closed) return;
-    this.applyDescriptor(d);
+    if (this.closed || !this.applyDescriptor(d, gen)) return;
     // Our attachment expired (a sleeping laptop, a long partition): attach
-    // again rather than act as an observer.
-    if (this.attachmentId && !(d.attachments || []).some((a) => a.attachmentId === this.attachmentId)) {
+    // again rather than act as an observer. Only the attachment this read
+    // asked about is judged: a newer one may have been made meanwhile.
+    if (att && att === this.attachmentId && !(d.attachments || []).some((a) => a.attachmentId === att)) {
       this.dropAttachment();
     }
   }
 
-  applyDescriptor(d) {
-    if (!d) return;
+  // applyDescriptor shows d, read as number gen (omitted: a re-render of
+  // the one shown), unless a newer one is shown already.
+  applyDescriptor(d, gen) {
+    if (!d) return false;
+    if (gen !== undefined) {
+      if (gen < this.descShown) return false;
+      this.descShown = gen;
+    }
     this.desc = d;
     const s = d.session || {};
     this.epoch = str(s.epoch || "0");
@@ -291,6 +305,7 @@ class SessionView {
     const release = this.control("lease.release");
     if (release && release.available) this.startRenewing();
     else this.stopRenewing();
+    return true;
   }
 
   control(name) {
@@ -498,15 +513,28 @@ class SessionView {
 
   // --- acting -----------------------------------------------------------------
 
+  // sendInput submits typed input. Each input carries a request id; when a
+  // send fails without an answer (the network, a node going away) and the
+  // same text is sent again, it reuses the id, so the input is journaled
+  // once even if the first attempt had committed.
   async sendInput(text) {
-    if (!text.trim()) return;
+    if (!text.trim() || this.busy.has("input.text")) return;
+    if (!this.unanswered || this.unanswered.text !== text) this.unanswered = { text, requestId: newRequestID() };
+    const requestId = this.unanswered.requestId;
     const r = await this.act("input.text", async () => {
       this.needAttachment();
-      return this.rpc("SessionService/Act", {
-        sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, input: { text },
-      });
+      try {
+        return await this.rpc("SessionService/Act", {
+          sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, input: { text }, requestId,
+        });
+      } catch (err) {
+        // A typed refusal is an answer: the next send is a new input.
+        if (err.code !== "unavailable" && err.code !== "unknown" && err.code !== "deadline_exceeded") this.unanswered = null;
+        throw err;
+      }
     });
     if (r) {
+      this.unanswered = null;
       $("#input-text").value = "";
       const res = $("#input-result");
       res.textContent = "sent as #" + r.seq;

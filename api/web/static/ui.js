@@ -89,6 +89,12 @@ function sleep(ms, signal) {
   });
 }
 
+// newRequestID makes an idempotency key for a write.
+function newRequestID() {
+  const b = crypto.getRandomValues(new Uint8Array(12));
+  return "web_" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
 function errorText(err) {
   if (err instanceof Connect.RpcError) return err.toString();
   return String(err && err.message || err);
