@@ -80,8 +80,9 @@ func artifactsDir(t *testing.T) string {
 // consoleLog collects what the page writes to its console (and uncaught
 // exceptions), to show with a failure.
 type consoleLog struct {
-	mu    sync.Mutex
-	lines []string
+	mu         sync.Mutex
+	lines      []string
+	exceptions []string
 }
 
 func watchConsole(ctx context.Context) *consoleLog {
@@ -94,6 +95,9 @@ func watchConsole(ctx context.Context) *consoleLog {
 			}
 			l.mu.Lock()
 			l.lines = append(l.lines, m.String())
+			if m.IsException() {
+				l.exceptions = append(l.exceptions, m.String())
+			}
 			l.mu.Unlock()
 		}
 	}()
@@ -107,4 +111,15 @@ func (l *consoleLog) String() string {
 		return "(nothing on the page's console)"
 	}
 	return strings.Join(l.lines, "\n")
+}
+
+// checkNoExceptions fails the test if the page threw an uncaught exception
+// or left a promise rejection unhandled.
+func (l *consoleLog) checkNoExceptions(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.exceptions) > 0 {
+		t.Errorf("the page threw:\n%s", strings.Join(l.exceptions, "\n"))
+	}
 }

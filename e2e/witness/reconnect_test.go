@@ -98,6 +98,7 @@ func TestBrowserResumesAfterNodeRestart(t *testing.T) {
 	}
 	seqs := p.seqs()
 	checkContiguous(t, seqs, head)
+	p.console.checkNoExceptions(t)
 	if seqs[0] != 1 {
 		t.Errorf("the transcript starts at #%d, want #1 (the journal is shorter than the replay window)", seqs[0])
 	}

@@ -156,6 +156,7 @@ func TestTwoClientWitness(t *testing.T) {
 	checkContiguous(t, p.seqs(), head3)
 	path := p.screenshot("witness-browser.png")
 	t.Logf("screenshot of the page: %s", path)
+	p.console.checkNoExceptions(t)
 
 	// 5. The terminal reconnects on node 3 from the first address and sees
 	// the browser's input and the agent's reply at the same addresses.
