@@ -52,6 +52,9 @@ func (a *applier) bindLaunch(c *fsmpb.Command, cmd *fsmpb.BindLaunch) (*fsmpb.Re
 		return nil, err
 	}
 	l, lerr := a.loadLaunch(cmd.LaunchId)
+	if lerr == nil && l.DefaultSession == s.SessionId {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "no_op", Session: s}}}, nil
+	}
 	if lerr != nil {
 		l = &fsmpb.Launch{LaunchId: cmd.LaunchId, Provider: cmd.Provider, CreatedUnixNano: c.TimeUnixNano}
 	}
@@ -174,6 +177,9 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 		a.putSession(s)
 		return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "compact", Session: s}}}, nil
 	case "fork":
+		if l.ProviderSessionId == cmd.ProviderSessionId {
+			return noop() // a redelivery: the launch already runs in this fork
+		}
 		r, err := a.forkSession(c, &fsmpb.ForkSession{SourceSessionId: s.SessionId,
 			ForkSessionId: ChildSessionID(s.SessionId, cmd.ProviderSessionId), ProviderSessionId: cmd.ProviderSessionId})
 		if err != nil {

@@ -30,6 +30,13 @@ func ChildSessionID(parent, providerSessionID string) string {
 	return "ses_" + hex.EncodeToString(h[:14])
 }
 
+func validProviderID(id string) *Error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return errorf(ReasonInvalidArgument, "the new provider session id must be 1-%d bytes", MaxSessionIDBytes)
+	}
+	return nil
+}
+
 func activeSession(s *fsmpb.Session) *Error {
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
 		return errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
@@ -56,8 +63,8 @@ func (a *applier) freshSession(c *fsmpb.Command, cmd *fsmpb.FreshSession) (*fsmp
 	if err := activeSession(s); err != nil {
 		return nil, err
 	}
-	if cmd.ProviderSessionId == "" {
-		return nil, errorf(ReasonInvalidArgument, "a new provider session id is required")
+	if err := validProviderID(cmd.ProviderSessionId); err != nil {
+		return nil, err
 	}
 	pruned := s.ProviderCacheEntries
 	s.ProviderCacheEntries = 0
@@ -93,8 +100,8 @@ func (a *applier) resetSession(c *fsmpb.Command, cmd *fsmpb.ResetSession) (*fsmp
 	if s.TurnInputSeq != 0 {
 		return nil, errorf(ReasonBusy, "a turn is in flight (input #%d); reset when it completes", s.TurnInputSeq)
 	}
-	if cmd.ProviderSessionId == "" {
-		return nil, errorf(ReasonInvalidArgument, "a new provider session id is required")
+	if err := validProviderID(cmd.ProviderSessionId); err != nil {
+		return nil, err
 	}
 	f := resetFact{ClearedInputs: s.QueuedInputs, ClearedApproval: s.PendingApprovalSeq,
 		ProviderSessionID: cmd.ProviderSessionId, ContextRearmedTo: s.ContextCap}
@@ -127,8 +134,16 @@ func (a *applier) clearSession(c *fsmpb.Command, cmd *fsmpb.ClearSession) (*fsmp
 	if cmd.Source != "clear" && cmd.Source != "new" {
 		return nil, errorf(ReasonInvalidArgument, "source must be clear or new")
 	}
-	if cmd.ProviderSessionId == "" {
-		return nil, errorf(ReasonInvalidArgument, "the new provider session id is required")
+	if err := validProviderID(cmd.ProviderSessionId); err != nil {
+		return nil, err
+	}
+	if len(cmd.Provider) > MaxPlacementFieldBytes {
+		return nil, errorf(ReasonInvalidArgument, "provider longer than %d bytes", MaxPlacementFieldBytes)
+	}
+	switch cmd.Reason {
+	case "", StopProviderClear, StopUserClear, StopUserNew:
+	default:
+		return nil, errorf(ReasonInvalidArgument, "stop reason must be %s, %s or %s", StopProviderClear, StopUserClear, StopUserNew)
 	}
 	s, err := a.loadSession(cmd.SessionId)
 	if err != nil {
@@ -152,9 +167,10 @@ func (a *applier) clearSession(c *fsmpb.Command, cmd *fsmpb.ClearSession) (*fsmp
 	a.putEvents(newEvent(child, c, KindSessionCreated, child.Title, nil),
 		newEvent(child, c, KindEpochChanged, epochText(1, child.Placement), fact(epochFact{Epoch: 1, Placement: placementFactOf(child.Placement)})),
 		newEvent(child, c, KindProviderBoundary, cmd.Source+" of "+s.SessionId, fact(boundaryFact{
-			Provider: cmd.Provider, Source: cmd.Source, PreviousSession: s.SessionId, ProviderSessionID: cmd.ProviderSessionId,
+			Provider: child.Provider, Source: cmd.Source, PreviousSession: s.SessionId, ProviderSessionID: cmd.ProviderSessionId,
 		})))
 	a.putSession(child)
+	a.followToChild(c, s.SessionId, childID)
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
 	s.UpdatedUnixNano = c.TimeUnixNano
@@ -205,6 +221,9 @@ type forkFact struct {
 func (a *applier) forkSession(c *fsmpb.Command, cmd *fsmpb.ForkSession) (*fsmpb.Result, *Error) {
 	if err := validSessionID(cmd.ForkSessionId); err != nil {
 		return nil, err
+	}
+	if len(cmd.ProviderSessionId) > MaxSessionIDBytes {
+		return nil, errorf(ReasonInvalidArgument, "provider session id longer than %d bytes", MaxSessionIDBytes)
 	}
 	s, err := a.loadSession(cmd.SourceSessionId)
 	if err != nil {
@@ -272,4 +291,27 @@ func (a *applier) copyJournal(src string, child *fsmpb.Session, at uint64) (int,
 		n += len(out)
 	}
 	return n, nil
+}
+
+// followToChild moves every launch whose default session was parent to the
+// child, so usage without a trace id charges the child at once, whoever
+// asked for the clear (a hook or a person). Launches are few; the scan is in
+// key order, so replicas agree.
+func (a *applier) followToChild(c *fsmpb.Command, parent, child string) {
+	var moved []*fsmpb.Launch
+	cur := a.launches.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		var l fsmpb.Launch
+		if err := proto.Unmarshal(v, &l); err != nil {
+			panic("fsm: corrupt launch: " + err.Error())
+		}
+		if l.DefaultSession == parent {
+			l.DefaultSession = child
+			l.UpdatedUnixNano = c.TimeUnixNano
+			moved = append(moved, &l)
+		}
+	}
+	for _, l := range moved {
+		a.putLaunch(l)
+	}
 }

@@ -341,7 +341,7 @@ func TestClearAndNewSession(t *testing.T) {
 			bd := fmt.Sprintf(`{"provider":%q,"source":%q,"previous_session":"s1","new_provider_session_id":"p-2"}`, tt.wantProvider, tt.source)
 			if d := string(h.event(child, 3).Data); d != bd {
 				if tt.provider == "" {
-					t.Skipf("BUG(boundary-provider): a ClearSession without a provider (every user clear/new from "+
+					t.Fatalf("boundary-provider: a ClearSession without a provider (every user clear/new from "+
 						"SessionService) writes the fak.session.provider_boundary.v1 row %s, naming no provider, although "+
 						"the child inherits the session's provider %q", d, tt.wantProvider)
 				}
@@ -375,7 +375,7 @@ func TestClearSessionBoundsItsInputs(t *testing.T) {
 	before := h.state()
 	r := h.apply1(clearCmd("s1", "clear", strings.Repeat("R", MaxReasonBytes+1), "claude", "p"))
 	if ReasonOf(ResultError(r)) != ReasonInvalidArgument {
-		t.Skipf("BUG(clear-unbounded): ClearSession accepts a %d-byte stop reason (StopSession refuses more than %d) "+
+		t.Fatalf("clear-unbounded: ClearSession accepts a %d-byte stop reason (StopSession refuses more than %d) "+
 			"and an unbounded provider and provider session id; result %v", MaxReasonBytes+1, MaxReasonBytes, r.GetBoundary().GetAction())
 	}
 	h.wantUnchanged(before, "an overlong clear")
