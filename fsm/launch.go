@@ -15,6 +15,31 @@ import (
 // MaxMetadataBytes bounds the provider fields kept as hook metadata.
 const MaxMetadataBytes = 16 << 10
 
+// MaxSeenProviderIDs bounds how many provider ids a launch remembers for
+// deduplicating redelivered hooks.
+const MaxSeenProviderIDs = 64
+
+func seenProviderID(l *fsmpb.Launch, id string) bool {
+	for _, s := range l.SeenProviderIds {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+// rememberProviderID records id as bound by the launch.
+func rememberProviderID(l *fsmpb.Launch, id string) {
+	l.ProviderSessionId = id
+	if seenProviderID(l, id) {
+		return
+	}
+	l.SeenProviderIds = append(l.SeenProviderIds, id)
+	if n := len(l.SeenProviderIds); n > MaxSeenProviderIDs {
+		l.SeenProviderIds = l.SeenProviderIds[n-MaxSeenProviderIDs:]
+	}
+}
+
 func (a *applier) loadLaunch(id string) (*fsmpb.Launch, *Error) {
 	if id == "" || len(id) > MaxSessionIDBytes {
 		return nil, errorf(ReasonInvalidArgument, "launch id must be 1-%d bytes", MaxSessionIDBytes)
@@ -121,10 +146,16 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 			return nil, err
 		}
 		l.DefaultSession = r.GetBoundary().GetSession().GetSessionId()
-		l.ProviderSessionId = cmd.ProviderSessionId
+		rememberProviderID(l, cmd.ProviderSessionId)
 		l.UpdatedUnixNano = c.TimeUnixNano
 		a.putLaunch(l)
 		return r, nil
+	}
+	// Any id the launch has acted on before is a redelivery (also a late
+	// one, after the launch moved on): nothing changes. Compact carries the
+	// bound id by nature and is never a redelivery of a boundary.
+	if cmd.Source != "compact" && seenProviderID(l, cmd.ProviderSessionId) {
+		return noop()
 	}
 	switch cmd.Source {
 	case "startup":
@@ -133,7 +164,7 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 			if err := activeSession(s); err != nil {
 				return nil, err
 			}
-			l.ProviderSessionId = cmd.ProviderSessionId
+			rememberProviderID(l, cmd.ProviderSessionId)
 			l.UpdatedUnixNano = c.TimeUnixNano
 			a.putLaunch(l)
 			s.Provider, s.ProviderSessionId = provider, cmd.ProviderSessionId
@@ -164,7 +195,7 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 			Epoch: s.Epoch, Placement: placementFactOf(s.Placement), Reason: "resume", ProviderSessionID: cmd.ProviderSessionId,
 		})))
 		a.putSession(s)
-		l.ProviderSessionId = cmd.ProviderSessionId
+		rememberProviderID(l, cmd.ProviderSessionId)
 		l.UpdatedUnixNano = c.TimeUnixNano
 		a.putLaunch(l)
 		return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "resume", Session: s}}}, nil
@@ -186,7 +217,7 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 			return nil, err
 		}
 		l.DefaultSession = r.GetBoundary().GetSession().GetSessionId()
-		l.ProviderSessionId = cmd.ProviderSessionId
+		rememberProviderID(l, cmd.ProviderSessionId)
 		l.UpdatedUnixNano = c.TimeUnixNano
 		a.putLaunch(l)
 		return r, nil

@@ -1423,8 +1423,11 @@ type Launch struct {
 	ProviderSessionId string `protobuf:"bytes,4,opt,name=provider_session_id,json=providerSessionId,proto3" json:"provider_session_id,omitempty"`
 	CreatedUnixNano   int64  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
 	UpdatedUnixNano   int64  `protobuf:"varint,6,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Provider ids this launch has already acted on (the latest
+	// MaxSeenProviderIDs), so a late redelivery of any of them is a no-op.
+	SeenProviderIds []string `protobuf:"bytes,7,rep,name=seen_provider_ids,json=seenProviderIds,proto3" json:"seen_provider_ids,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Launch) Reset() {
@@ -1497,6 +1500,13 @@ func (x *Launch) GetUpdatedUnixNano() int64 {
 		return x.UpdatedUnixNano
 	}
 	return 0
+}
+
+func (x *Launch) GetSeenProviderIds() []string {
+	if x != nil {
+		return x.SeenProviderIds
+	}
+	return nil
 }
 
 // LineageEdge links a parent session to a child (stored per parent).
@@ -3580,14 +3590,15 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12.\n" +
 	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\fR\bmetadata\"\xf2\x01\n" +
+	"\bmetadata\x18\x05 \x01(\fR\bmetadata\"\x9e\x02\n" +
 	"\x06Launch\x12\x1b\n" +
 	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12'\n" +
 	"\x0fdefault_session\x18\x03 \x01(\tR\x0edefaultSession\x12.\n" +
 	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12*\n" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
-	"\x11updated_unix_nano\x18\x06 \x01(\x03R\x0fupdatedUnixNano\"\x90\x01\n" +
+	"\x11updated_unix_nano\x18\x06 \x01(\x03R\x0fupdatedUnixNano\x12*\n" +
+	"\x11seen_provider_ids\x18\a \x03(\tR\x0fseenProviderIds\"\x90\x01\n" +
 	"\vLineageEdge\x12\x16\n" +
 	"\x06parent\x18\x01 \x01(\tR\x06parent\x12\x14\n" +
 	"\x05child\x18\x02 \x01(\tR\x05child\x12\x16\n" +
