@@ -25,13 +25,14 @@ const (
 
 // Node is one running fak server.
 type Node struct {
-	cfg     Config
-	logger  hclog.Logger
-	fsm     *fsm.FSM
-	cluster *cluster.Cluster
-	api     *api.Server
-	apiLn   net.Listener
-	runner  *runner.Runner
+	cfg      Config
+	logger   hclog.Logger
+	fsm      *fsm.FSM
+	cluster  *cluster.Cluster
+	api      *api.Server
+	apiLn    net.Listener
+	runner   *runner.Runner
+	runnerIO *apiWriter
 
 	// Background controllers (the reaper) run under bgCtx until shutdown.
 	bgCancel context.CancelFunc
@@ -94,8 +95,9 @@ func Start(cfg Config) (*Node, error) {
 		Leave: n.leaveAndShutdown, Logger: logger,
 	}, c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
+	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens)
 	n.runner = runner.New(runner.Config{
-		Node: cfg.Name, FSM: f, Writer: newAPIWriter(localAddr(ln.Addr()), cfg.Tokens),
+		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
 		Adapters: []runner.Adapter{echo.New(echo.Options{TurnDuration: echoTurn(cfg.EchoTurn)})},
 		Logger:   logger,
 	})
@@ -181,6 +183,7 @@ func (n *Node) Shutdown() error {
 		// The runner writes through the API, so it stops first; a turn it
 		// cuts short is closed as interrupted by the session's next runner.
 		n.runner.Stop()
+		n.runnerIO.close()
 		n.bgCancel()
 		n.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"net/http"
 	"strconv"
 
 	"connectrpc.com/connect"
@@ -21,6 +22,7 @@ import (
 // node, so a follower's runner is forwarded to the leader exactly like any
 // client write and the same auth, limits and idempotency apply.
 type apiWriter struct {
+	http     *http.Client
 	runner   fakv1connect.RunnerServiceClient
 	sessions fakv1connect.SessionServiceClient
 }
@@ -33,10 +35,14 @@ func newAPIWriter(apiAddr string, tokens []string) *apiWriter {
 	}
 	hc := apiclient.NewHTTPClient()
 	return &apiWriter{
+		http:     hc,
 		runner:   fakv1connect.NewRunnerServiceClient(hc, base, opts...),
 		sessions: fakv1connect.NewSessionServiceClient(hc, base, opts...),
 	}
 }
+
+// close drops the writer's connections once the runner has stopped.
+func (w *apiWriter) close() { w.http.CloseIdleConnections() }
 
 // localAddr turns a bound listener address into one this process can dial:
 // a wildcard bind (0.0.0.0, ::) is reached on loopback.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	running *node.Node
+	ran     bool // started at least once: its addresses are known to peers
 }
 
 // Running returns the live node, or nil while it is stopped.
@@ -139,6 +141,12 @@ func (c *Cluster) Start(n *Node) {
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
+		// A node that never ran has no address anyone depends on yet (the
+		// others' join lists need only one live member), so when another
+		// process took one of its ports, it moves to fresh ones.
+		if !n.ran && strings.Contains(err.Error(), "address already in use") {
+			n.APIAddr, n.RaftAddr, n.GossipAddr = freeAddr(c.t), freeAddr(c.t), freeAddr(c.t)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
@@ -146,6 +154,7 @@ func (c *Cluster) Start(n *Node) {
 	}
 	n.mu.Lock()
 	n.running = running
+	n.ran = true
 	n.mu.Unlock()
 }
 
