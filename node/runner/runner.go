@@ -182,6 +182,14 @@ func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
 	if h != nil && h.busy {
 		return time.Time{}
 	}
+	if !ours {
+		// Forget sessions that left this node once their runtime is gone.
+		delete(r.warned, s.SessionId)
+		if h != nil && h.runtime == nil {
+			delete(r.hosts, s.SessionId)
+			h = nil
+		}
+	}
 	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0)
 	retire := h != nil && h.runtime != nil && (!ours || h.epoch != s.Epoch)
 	if work && r.adapterLocked(s) == nil {
