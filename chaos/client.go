@@ -14,9 +14,10 @@ import (
 
 // nodeClient calls one node's API directly.
 type nodeClient struct {
-	name    string
-	session fakv1connect.SessionServiceClient
-	cluster fakv1connect.ClusterServiceClient
+	name      string
+	session   fakv1connect.SessionServiceClient
+	cluster   fakv1connect.ClusterServiceClient
+	lifecycle fakv1connect.LifecycleServiceClient
 }
 
 func newNodeClients(f Fleet, token string) map[string]*nodeClient {
@@ -26,9 +27,10 @@ func newNodeClients(f Fleet, token string) map[string]*nodeClient {
 	for _, n := range f.Nodes() {
 		base := "http://" + f.APIAddr(n)
 		out[n] = &nodeClient{
-			name:    n,
-			session: fakv1connect.NewSessionServiceClient(httpClient, base, opts),
-			cluster: fakv1connect.NewClusterServiceClient(httpClient, base, opts),
+			name:      n,
+			session:   fakv1connect.NewSessionServiceClient(httpClient, base, opts),
+			cluster:   fakv1connect.NewClusterServiceClient(httpClient, base, opts),
+			lifecycle: fakv1connect.NewLifecycleServiceClient(httpClient, base, opts),
 		}
 	}
 	return out

@@ -38,6 +38,7 @@ type Report struct {
 	Linearizability checker.Result           `json:"-"`
 	Durability      checker.DurabilityResult `json:"-"`
 	Leases          checker.LeaseResult      `json:"-"`
+	Boundaries      checker.BoundaryResult   `json:"-"`
 	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
 	Logs            []string                 `json:"logs"`
 }
@@ -45,7 +46,7 @@ type Report struct {
 // Ok is the verdict: linearizable, durable, one lease holder at a time,
 // and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && len(r.ReplicaProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && r.Boundaries.Ok && len(r.ReplicaProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
@@ -159,6 +160,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "%s\n", r.Linearizability.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Durability.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Leases.Summary())
+	fmt.Fprintf(&b, "%s\n", r.Boundaries.Summary())
 	if len(r.ReplicaProblems) == 0 {
 		b.WriteString("replicas: identical on every node\n")
 	} else {
@@ -186,10 +188,11 @@ func (r *Report) write(dir string) error {
 		IllegalSessions []string `json:"illegal_sessions,omitempty"`
 		Durability      string   `json:"durability"`
 		Leases          string   `json:"leases"`
+		Boundaries      string   `json:"boundaries"`
 		Violations      []string `json:"violations,omitempty"`
 	}
 	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
-		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary()}
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary()}
 	for _, v := range r.Durability.Violations {
 		jr.Violations = append(jr.Violations, v.String())
 	}

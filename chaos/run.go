@@ -100,11 +100,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	loadDone := make(chan struct{})
 	loadStart := since()
 	lw := newLeaseWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
+	bw := newBoundaryWorkload(clients, fleet.Nodes(), cfg.Seed)
 	go func() {
 		var wg sync.WaitGroup
-		wg.Add(2)
+		wg.Add(3)
 		go func() { defer wg.Done(); wl.run(loadCtx) }()
 		go func() { defer wg.Done(); lw.run(loadCtx) }()
+		go func() { defer wg.Done(); bw.run(loadCtx) }()
 		wg.Wait()
 		close(loadDone)
 	}()
@@ -149,6 +151,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	lineages, err := bw.lineages(ctx)
+	if err != nil {
+		return nil, err
+	}
 	logf("read %d journals after the restart", len(final))
 
 	ops := rec.Ops()
@@ -161,6 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	})
 	rep.Durability = checker.Durable(ops, final)
 	rep.Leases = checker.Leases(leaseJournals, lw.Acts())
+	rep.Boundaries = checker.Boundaries(lineages)
 	rep.stats(ops, rep.Faults, loadStart, loadEnd)
 	rep.Logs = fleet.Logs()
 	if err := rep.write(cfg.OutDir); err != nil {
