@@ -38,9 +38,22 @@ Typed commands:
   /take       take the input lease when nobody holds it
   /steal      take the input lease from its holder
   /release    release the input lease (keep watching)
+  /fresh      rotate the provider binding (new epoch); the conversation stays
+  /reset      reset the agent's context at a reset_boundary; history stays
+              readable, queued inputs and a pending approval are dropped
+              (refused while a turn runs)
+  /clear      stop this session and continue in a new child session that
+              shares its budget (/new: the same, recorded as "new")
+  /fork [SEQ] branch this session's history up to SEQ (default: the head)
+              into a new session; this one keeps running
   /help       this list
   y or n      answer the pending approval
   //text      send "/text" as input
+
+After /clear, /new and /fork the client follows the new session: it
+detaches, describes the child, attaches to it and takes its input lease.
+It follows the same way when another client (or the provider, under fak
+guard) clears or renews the session it shows.
 
 When stdin is not a terminal, each line is sent as input and its turn is
 awaited before the next is sent; at EOF the client waits for the last turn,
@@ -62,7 +75,8 @@ const (
 )
 
 // clientCapabilities are the controls this client can render and use.
-var clientCapabilities = []string{"input.text", "lease.take", "lease.release", "lease.steal", "approval.answer", "detach"}
+var clientCapabilities = []string{"input.text", "lease.take", "lease.release", "lease.steal", "approval.answer", "detach",
+	"session.fresh", "session.reset", "session.clear", "session.new", "session.fork"}
 
 // sessionIO is what the command reads and writes, injectable for tests.
 type sessionIO struct {
@@ -197,6 +211,20 @@ type opener struct {
 	approve string
 	// mine holds the addresses of the inputs this client sent.
 	mine map[uint64]bool
+	// shown is the last address printed of the current session; the watch
+	// of the current attachment delivers results, and loop runs it.
+	shown   uint64
+	results <-chan watchResult
+	loop    *attachLoop
+	// view titles the controls: "as terminal NAME".
+	view string
+}
+
+// attachLoop is what runs while the client is attached to a session: the
+// keep-alive and lease renewals, and the watch.
+type attachLoop struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func (o *opener) run(ctx context.Context) error {
@@ -303,23 +331,34 @@ func (o *opener) run(ctx context.Context) error {
 		}
 	}
 
+	defer o.leave()
+	o.view = "as " + clientKind + " " + name
+	if err := o.join(ctx, d, head, o.opts.steal); err != nil {
+		return err
+	}
+	if o.io.tty {
+		return o.interactive(ctx, lines)
+	}
+	return o.scripted(ctx, lines, first)
+}
+
+// join attaches to the current session (described as d, replayed up to
+// head), starts the keep-alive and lease renewals, takes the input lease,
+// prints the controls and starts watching after head. A script fails when
+// it cannot take the lease; a terminal watches read-only.
+func (o *opener) join(ctx context.Context, d *fakv1.DescribeSessionResponse, head uint64, steal bool) error {
+	view := o.view
 	if _, err := o.conn.attach(ctx); err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
-	loopCtx, cancelLoop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancelLoop()
-		wg.Wait()
-		if err := o.conn.detach(); err != nil {
-			o.stderrNotice("detach: %s", errorLine(err))
-		}
-	}()
-	wg.Go(func() { o.conn.keepAliveLoop(loopCtx) })
-	wg.Go(func() { o.conn.renewLoop(loopCtx) })
+	loopCtx, cancel := context.WithCancel(ctx)
+	loop := &attachLoop{cancel: cancel}
+	o.loop = loop
+	conn := o.conn
+	loop.wg.Go(func() { conn.keepAliveLoop(loopCtx) })
+	loop.wg.Go(func() { conn.renewLoop(loopCtx) })
 
-	_, leaseErr := o.conn.takeLease(ctx, o.opts.steal)
-	view := "as " + clientKind + " " + name
+	_, leaseErr := o.conn.takeLease(ctx, steal)
 	if d2, err := o.conn.describe(ctx, o.conn.attachment()); err == nil {
 		d = d2
 	}
@@ -345,11 +384,142 @@ func (o *opener) run(ctx context.Context) error {
 	}
 
 	results := make(chan watchResult)
-	wg.Go(func() { o.conn.watch(loopCtx, head, results) })
-	if o.io.tty {
-		return o.interactive(ctx, results, lines)
+	o.results = results
+	o.shown = head
+	loop.wg.Go(func() { conn.watch(loopCtx, head, results) })
+	return nil
+}
+
+// leave stops the watch and the renewals and detaches (the fleet releases
+// the lease with the attachment). Nothing happens when not attached.
+func (o *opener) leave() {
+	loop := o.loop
+	if loop == nil {
+		return
 	}
-	return o.scripted(ctx, results, lines, first)
+	o.loop = nil
+	loop.cancel()
+	loop.wg.Wait()
+	if err := o.conn.detach(); err != nil {
+		o.stderrNotice("detach: %s", errorLine(err))
+	}
+}
+
+// ledger runs a typed ledger command (/fresh, /reset, /clear, /new,
+// /fork [SEQ]) on the current session. A refusal is a notice; the error it
+// returns (following the child failed) ends the client.
+func (o *opener) ledger(ctx context.Context, words []string) error {
+	verb := strings.TrimPrefix(words[0], "/")
+	var at uint64
+	if verb == "fork" && len(words) > 1 {
+		n, err := strconv.ParseUint(strings.TrimPrefix(words[1], "#"), 10, 64)
+		if err != nil || n == 0 || len(words) > 2 {
+			o.out.notice("usage: /fork [SEQ] (fork at address SEQ, default the head)")
+			return nil
+		}
+		at = n
+	}
+	id, rid := o.conn.sessionID, newRequestID()
+	var b *fakv1.Boundary
+	err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
+		var err error
+		switch verb {
+		case "fresh":
+			var r *connect.Response[fakv1.FreshSessionResponse]
+			if r, err = cl.FreshSession(ctx, connect.NewRequest(&fakv1.FreshSessionRequest{SessionId: id, RequestId: rid})); err == nil {
+				b = r.Msg.GetBoundary()
+			}
+		case "reset":
+			var r *connect.Response[fakv1.ResetSessionResponse]
+			if r, err = cl.ResetSession(ctx, connect.NewRequest(&fakv1.ResetSessionRequest{SessionId: id, RequestId: rid})); err == nil {
+				b = r.Msg.GetBoundary()
+			}
+		case "clear":
+			var r *connect.Response[fakv1.ClearSessionResponse]
+			if r, err = cl.ClearSession(ctx, connect.NewRequest(&fakv1.ClearSessionRequest{SessionId: id, RequestId: rid})); err == nil {
+				b = r.Msg.GetBoundary()
+			}
+		case "new":
+			var r *connect.Response[fakv1.NewSessionResponse]
+			if r, err = cl.NewSession(ctx, connect.NewRequest(&fakv1.NewSessionRequest{SessionId: id, RequestId: rid})); err == nil {
+				b = r.Msg.GetBoundary()
+			}
+		case "fork":
+			var r *connect.Response[fakv1.ForkSessionResponse]
+			if r, err = cl.ForkSession(ctx, connect.NewRequest(&fakv1.ForkSessionRequest{SessionId: id, AtSeq: at, RequestId: rid})); err == nil {
+				b = r.Msg.GetBoundary()
+			}
+		}
+		return err
+	})
+	if err != nil {
+		o.out.notice("not done: /%s: %s", verb, errorLine(err))
+		return nil
+	}
+	s := b.GetSession()
+	switch verb {
+	case "fresh":
+		o.tr.epoch = max(o.tr.epoch, s.GetEpoch())
+		o.out.notice("fresh: epoch %d, provider session %s, %s pruned (0 is normal)", s.GetEpoch(), s.GetProviderSessionId(), plural(uint64(b.GetPruned()), "cached provider entry"))
+		return nil
+	case "reset":
+		o.out.notice("context reset at #%d: the agent starts from a fresh context; the history above stays", s.GetResetSeq())
+		return nil
+	}
+	how := verb + " of " + id
+	if verb == "fork" {
+		how += fmt.Sprintf(" at #%d", s.GetForkAddress())
+	}
+	return o.follow(ctx, s.GetSessionId(), how)
+}
+
+// follow moves the client to another session (the child of a clear, new
+// or fork): it leaves the current one, prints what happened there since
+// the last event shown, then describes the child, replays it, attaches,
+// takes its input lease and watches it.
+func (o *opener) follow(ctx context.Context, child, how string) error {
+	o.leave()
+	if err := o.printTail(ctx); err != nil {
+		o.out.notice("could not read the end of %s: %s", o.conn.sessionID, errorLine(err))
+	}
+	o.out.notice("now in %s (%s)", child, how)
+	o.conn = o.conn.forSession(child)
+	o.mine = make(map[uint64]bool)
+	d, err := o.conn.describe(ctx, "")
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", child, err)
+	}
+	now := time.Now()
+	o.tr = tracker{}
+	o.tr.init(d, now)
+	o.out.raw(header(d, now))
+	head := d.GetSession().GetHeadSeq()
+	// A fork's history up to the fork address is the source's, at the same
+	// addresses, already on screen.
+	from := max(d.GetSession().GetForkAddress()+1, 1)
+	if head >= defaultReplay && head-defaultReplay+1 > from {
+		from = head - defaultReplay + 1
+	}
+	if from <= head {
+		o.out.notice("replay #%d..#%d", from, head)
+		if err := o.replay(ctx, from, head); err != nil {
+			return fmt.Errorf("replay %s: %w", child, err)
+		}
+	}
+	return o.join(ctx, d, head, false)
+}
+
+// printTail prints the events of the current session after the last one
+// shown, up to its head: after a clear, its stop and this client's leaving.
+func (o *opener) printTail(ctx context.Context) error {
+	d, err := o.conn.describe(ctx, "")
+	if err != nil {
+		return err
+	}
+	if head := d.GetSession().GetHeadSeq(); head > o.shown {
+		return o.replay(ctx, o.shown+1, head)
+	}
+	return nil
 }
 
 // replay prints the events from..to (the head the descriptor reported).
@@ -358,7 +528,7 @@ func (o *opener) replay(ctx context.Context, from, to uint64) error {
 		var events []*fakv1.Event
 		err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
 			r, err := cl.ReadEvents(ctx, connect.NewRequest(&fakv1.ReadEventsRequest{
-				SessionId: o.opts.sessionID, FromSeq: from, Limit: uint32(min(to-from+1, replayPage)),
+				SessionId: o.conn.sessionID, FromSeq: from, Limit: uint32(min(to-from+1, replayPage)),
 			}))
 			if err == nil {
 				events = r.Msg.GetEvents()
@@ -385,16 +555,26 @@ func (o *opener) replay(ctx context.Context, from, to uint64) error {
 
 // interactive is the terminal loop: render what happens, act on each typed
 // line, until Ctrl-D, Ctrl-C, /quit or the session stops.
-func (o *opener) interactive(ctx context.Context, results <-chan watchResult, lines <-chan string) error {
+func (o *opener) interactive(ctx context.Context, lines <-chan string) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case r := <-results:
+		case r := <-o.results:
 			if r.err != nil {
 				return fmt.Errorf("watch: %w", r.err)
 			}
 			o.handleEvents(ctx, r.events, nil)
+			if o.tr.stopped && o.tr.child != "" {
+				// Cleared or renewed by another client or the provider: the
+				// conversation continues in the child.
+				how := joinNonEmpty(" ", o.tr.childSource, "of", o.conn.sessionID)
+				o.out.notice("%s was stopped (%s) by another client; following its child", o.conn.sessionID, singleLine(o.tr.stopReason))
+				if err := o.follow(ctx, o.tr.child, how); err != nil {
+					return err
+				}
+				continue
+			}
 			if o.tr.stopped {
 				o.out.notice("the session is stopped; detaching")
 				return nil
@@ -403,15 +583,20 @@ func (o *opener) interactive(ctx context.Context, results <-chan watchResult, li
 			if !ok {
 				return nil
 			}
-			if quit := o.command(ctx, line); quit {
+			quit, err := o.command(ctx, line)
+			if err != nil {
+				return err
+			}
+			if quit {
 				return nil
 			}
 		}
 	}
 }
 
-// command acts on one typed line and reports whether to quit.
-func (o *opener) command(ctx context.Context, line string) (quit bool) {
+// command acts on one typed line and reports whether to quit; an error
+// ends the client (following a new session failed).
+func (o *opener) command(ctx context.Context, line string) (quit bool, err error) {
 	word := strings.TrimSpace(line)
 	switch {
 	case word == "":
@@ -435,10 +620,14 @@ func (o *opener) command(ctx context.Context, line string) (quit bool) {
 		case resp.GetNoOp():
 			o.out.notice("you do not hold the input lease")
 		}
+	case word == "/fresh" || word == "/reset" || word == "/clear" || word == "/new" || strings.HasPrefix(word, "/fork") && (len(word) == 5 || word[5] == ' '):
+		if err := o.ledger(ctx, strings.Fields(word)); err != nil {
+			return true, err
+		}
 	case word == "/help" || word == "/?":
-		o.out.notice("/take, /steal, /release the input lease; y or n answers a pending approval; //text sends /text; Ctrl-D detaches")
+		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; y or n answers a pending approval; //text sends /text; Ctrl-D detaches")
 	case word == "/quit" || word == "/exit" || word == "/detach":
-		return true
+		return true, nil
 	case strings.HasPrefix(word, "//"):
 		o.sendInteractive(ctx, strings.Replace(line, "//", "/", 1))
 	case strings.HasPrefix(word, "/"):
@@ -446,7 +635,7 @@ func (o *opener) command(ctx context.Context, line string) (quit bool) {
 	default:
 		o.sendInteractive(ctx, line)
 	}
-	return false
+	return false, nil
 }
 
 func (o *opener) sendInteractive(ctx context.Context, text string) {
@@ -489,7 +678,7 @@ func (o *opener) send(ctx context.Context, text string) (uint64, error) {
 
 // scripted is the loop when stdin is not a terminal: send a line, wait for
 // its turn to complete, send the next; at EOF wait for the last turn.
-func (o *opener) scripted(ctx context.Context, results <-chan watchResult, lines <-chan string, first string) error {
+func (o *opener) scripted(ctx context.Context, lines <-chan string, first string) error {
 	next, haveNext := first, true
 	var waiting uint64    // the input whose turn has not completed yet
 	var needAnswer uint64 // an approval awaiting its answer from stdin (--approve ask)
@@ -516,7 +705,7 @@ func (o *opener) scripted(ctx context.Context, results <-chan watchResult, lines
 		select {
 		case <-ctx.Done():
 			return errInterrupted
-		case r := <-results:
+		case r := <-o.results:
 			if r.err != nil {
 				return fmt.Errorf("watch: %w", r.err)
 			}
@@ -576,6 +765,7 @@ func (o *opener) scriptedSendError(err error) error {
 func (o *opener) handleEvents(ctx context.Context, events []*fakv1.Event, askAnswer func(uint64)) {
 	for _, ev := range events {
 		o.out.event(ev)
+		o.shown = max(o.shown, ev.GetSeq())
 		o.tr.apply(ev)
 		f, _ := factsOf(ev)
 		switch ev.GetKind() {
@@ -637,6 +827,8 @@ type tracker struct {
 	lease        struct{ id, kind, name string }
 	stopped      bool
 	stopReason   string
+	// child and childSource: the session a clear or new continued in.
+	child, childSource string
 }
 
 func (t *tracker) init(d *fakv1.DescribeSessionResponse, now time.Time) {
@@ -728,6 +920,7 @@ func (t *tracker) apply(ev *fakv1.Event) {
 		}
 	case evSessionStopped:
 		t.stopped, t.stopReason = true, ev.GetText()
+		t.child, t.childSource = f.Child, f.Source
 	}
 }
 

@@ -230,9 +230,11 @@ func checkAddresses(t *testing.T, transcript string, journal []*fakv1.Event, fro
 }
 
 // scriptRunner plays the runner of sessions placed on scriptNode, like the
-// echo adapter but fully under the test's control: each input, oldest
-// first, gets a turn. "!tool CMD" asks for approval to run CMD and waits
-// for the answer; anything else is echoed in two chunks.
+// echo adapter but fully under the test's control: each input after the
+// session's head when it starts, oldest first, gets a turn. "!tool CMD"
+// asks for approval to run CMD and waits for the answer; anything else is
+// echoed in two chunks. It follows epoch changes (a fresh) and drops the
+// inputs a reset clears.
 func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -241,10 +243,15 @@ func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id 
 	opts := connect.WithInterceptors(apiclient.Bearer(testcluster.Token))
 	runner := fakv1connect.NewRunnerServiceClient(c.HTTPClient(), base, opts)
 	sessions := fakv1connect.NewSessionServiceClient(c.HTTPClient(), base, opts)
+	start, err := sessions.DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatalf("script runner: describe %s: %v", id, err)
+	}
+	epoch := start.Msg.GetSession().GetEpoch()
 	appendEvents := func(evs ...*fakv1.EventInput) (uint64, error) {
 		for {
 			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := runner.AppendRunnerEvents(cctx, connect.NewRequest(&fakv1.AppendRunnerEventsRequest{SessionId: id, Epoch: 1, Events: evs}))
+			resp, err := runner.AppendRunnerEvents(cctx, connect.NewRequest(&fakv1.AppendRunnerEventsRequest{SessionId: id, Epoch: epoch, Events: evs}))
 			ccancel()
 			if err == nil || ctx.Err() != nil || !transient(err) {
 				if err != nil {
@@ -268,7 +275,7 @@ func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id 
 		var waitApproval uint64 // the approval the running turn waits for
 		var toolCmd string
 		var toolInput uint64
-		after := uint64(0)
+		after := start.Msg.GetSession().GetHeadSeq()
 		for ctx.Err() == nil {
 			stream, err := sessions.WatchEvents(ctx, connect.NewRequest(&fakv1.WatchEventsRequest{SessionId: id, AfterSeq: after}))
 			if err != nil {
@@ -281,6 +288,12 @@ func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id 
 					switch e.GetKind() {
 					case evInput:
 						queue = append(queue, e)
+					case evEpochChanged:
+						if f, ok := factsOf(e); ok {
+							epoch = max(epoch, f.Epoch)
+						}
+					case evResetBoundary:
+						queue = nil
 					case evApprovalAnswered:
 						f, _ := factsOf(e)
 						if waitApproval == 0 || f.ApprovalSeq != waitApproval {
@@ -576,6 +589,90 @@ CONTROLS
 		}
 		out := r.stdout.String()
 		checkAddresses(t, out, readJournal(t, c, n1, id), 1, addresses(out)[len(addresses(out))-1])
+	})
+
+	// The ledger from the terminal: /reset refused while a turn runs, then
+	// done; /fresh; /clear, /fork and /new each move the client to the new
+	// session, and so does a clear by another client.
+	t.Run("ledger commands", func(t *testing.T) {
+		id := createSessionOn(t, c, n1, "ledger", scriptNode)
+		scriptRunner(t, c, n1, id)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		stdin, typing := io.Pipe()
+		r := startOpen(ctx, c, n2, stdin, true, id, "--name", "t1")
+		defer func() { typing.Close(); r.wait(t) }()
+		wait := func(what, re string) []string {
+			t.Helper()
+			return r.waitOutput(t, what, regexp.MustCompile(re))
+		}
+		fmt.Fprintln(typing, "hello")
+		wait("the reply", `(?m)^#\d+ agent> echo: hello\n#\d+ turn completed$`)
+		fmt.Fprintln(typing, "!tool ls")
+		wait("the approval", `(?m)^#\d+ approval requested: run ls\? \[y/n\]$`)
+		fmt.Fprintln(typing, "/reset")
+		wait("the refused reset", `(?m)^-- not done: /reset: BUSY: a turn is in flight \(input #\d+\); reset when it completes$`)
+		fmt.Fprintln(typing, "y")
+		wait("the tool result", `(?m)^#\d+ tool result: ran ls\n#\d+ turn completed$`)
+		fmt.Fprintln(typing, "/reset")
+		reset := wait("the reset", `(?m)^#(\d+) context reset: the agent's context starts after this point$`)[1]
+		wait("the reset notice", `(?m)^-- context reset at #`+reset+`: the agent starts from a fresh context; the history above stays$`)
+		fmt.Fprintln(typing, "/fresh")
+		wait("the fresh epoch", `(?m)^#\d+ epoch 2: echo on script \(fresh: provider session fak_term_\w+, 0 cached provider entries pruned\)$`)
+		wait("the fresh notice", `(?m)^-- fresh: epoch 2, provider session fak_term_\w+, 0 cached provider entries pruned \(0 is normal\)$`)
+		fmt.Fprintln(typing, "after fresh")
+		wait("the reply in epoch 2", `(?m)^#\d+ agent> echo: after fresh\n#\d+ turn completed$`)
+
+		fmt.Fprintln(typing, "/clear")
+		child := wait("the follow", `(?m)^-- now in (ses_\w+) \(clear of `+id+`\)$`)[1]
+		scriptRunner(t, c, n1, child)
+		wait("the child's lease", `(?s)-- now in `+child+`.*\n#5 lease taken by terminal you\n`)
+		out := r.stdout.String()
+		stopped := lineWith(t, out, `#\d+ session stopped: USER_CLEAR; continues as `+child+` \(clear\)`)
+		left := lineWith(t, out, `#\d+ terminal you left \(detached\)`)
+		followed := lineWith(t, out, `-- now in `+child+` \(clear of `+id+`\)`)
+		if !(strings.Index(out, stopped) < strings.Index(out, left) && strings.Index(out, left) < strings.Index(out, followed)) {
+			t.Fatalf("the old session's end is not printed before the follow:\n%s", out)
+		}
+		wait("the child's header", `(?m)^session `+child+`: ledger \[active\]\n  epoch 1: echo on script\n  head #3, 0 turns completed\n  lineage: clear of `+id+`\n`)
+		wait("the boundary", `(?m)^#3 clear of `+id+` \(provider session fak_term_\w+\)$`)
+		fmt.Fprintln(typing, "in the child")
+		wait("the child's reply", `(?m)^#\d+ you> in the child\n#\d+ turn started for input #\d+ \(script\)\n#\d+ agent> echo: in the child\n#\d+ turn completed$`)
+
+		fmt.Fprintln(typing, "/fork x")
+		wait("the fork usage", `(?m)^-- usage: /fork \[SEQ\] \(fork at address SEQ, default the head\)$`)
+		fmt.Fprintln(typing, "/fork 3")
+		fork := wait("the fork", `(?m)^-- now in (ses_\w+) \(fork of `+child+` at #3\)$`)[1]
+		wait("the fork's header and event", `(?m)^  lineage: forked from `+child+` at #3\n(?:  .*\n)*-- replay #4\.\.#4\n#4 forked from `+child+` at #3 \(3 events copied\)$`)
+		wait("the fork's lease", `(?s)-- now in `+fork+`.*\n#6 lease taken by terminal you\n`)
+		fmt.Fprintln(typing, "/new")
+		renewed := wait("the new", `(?m)^-- now in (ses_\w+) \(new of `+fork+`\)$`)[1]
+		wait("attached to the renewed session", `(?s)-- now in `+renewed+`.*\n#5 lease taken by terminal you\n`)
+
+		// Another client clears the session the terminal shows: it follows.
+		resp, err := c.Sessions(n3).ClearSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.ClearSessionRequest{SessionId: renewed}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cleared := resp.Msg.GetBoundary().GetSession().GetSessionId()
+		wait("following a clear by another client", `(?m)^-- `+renewed+` was stopped \(USER_CLEAR\) by another client; following its child\n(?:#\d+ .*\n)*-- now in `+cleared+` \(clear of `+renewed+`\)$`)
+		wait("attached to the cleared session's child", `(?s)-- now in `+cleared+`.*\n#5 lease taken by terminal you\n`)
+		fmt.Fprintln(typing, "/help")
+		wait("the help", `(?m)^-- .*/fresh, /reset, /clear, /new, /fork \[SEQ\] the session; `)
+
+		typing.Close()
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
+		}
+		for _, s := range []string{id, child, fork, renewed, cleared} {
+			if got := attachmentCount(t, c, n1, s); got != 0 {
+				t.Errorf("%d attachments left on %s", got, s)
+			}
+		}
+		lineage, err := c.Sessions(n1).GetLineage(c.Context(10*time.Second), connect.NewRequest(&fakv1.GetLineageRequest{SessionId: cleared}))
+		if err != nil || lineage.Msg.GetRoot() != id || len(lineage.Msg.GetNodes()) != 5 {
+			t.Fatalf("lineage of %s: %v, %v", cleared, lineage, err)
+		}
 	})
 
 	// Last: it stops a node. The client watches and acts through a

@@ -216,8 +216,14 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("completed %v, queue %v", tr.completed, tr.queue)
 	}
 	tr.apply(event(24, "session.stopped", "bye", nil))
-	if !tr.stopped || tr.stopReason != "bye" {
+	if !tr.stopped || tr.stopReason != "bye" || tr.child != "" {
 		t.Fatal("stop not tracked")
+	}
+	var cleared tracker
+	cleared.init(&fakv1.DescribeSessionResponse{Session: &fakv1.Session{Epoch: 1}}, time.Now())
+	cleared.apply(event(5, "session.stopped", "PROVIDER_SESSION_CLEAR", m{"child": "ses_c", "source": "clear"}))
+	if !cleared.stopped || cleared.child != "ses_c" || cleared.childSource != "clear" {
+		t.Fatalf("a clear's child not tracked: %+v", cleared)
 	}
 }
 

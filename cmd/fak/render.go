@@ -32,7 +32,15 @@ const (
 	evApprovalRequested = "approval.requested"
 	evApprovalAnswered  = "approval.answered"
 	evNote              = "note"
-	evResetBoundary     = "reset_boundary"
+	// The reset ledger, provider hooks and budgets (DESIGN.md §5).
+	evResetBoundary    = "reset_boundary"
+	evProviderBoundary = "fak.session.provider_boundary.v1"
+	evProviderBound    = "provider.bound"
+	evProviderEnd      = "provider.session_end"
+	evCompaction       = "compaction"
+	evBudgetCharged    = "budget.charged"
+	evBudgetExhausted  = "budget.exhausted"
+	evSessionForked    = "session.forked"
 )
 
 // noticePrefix starts every line the client prints on its own account (not
@@ -61,6 +69,34 @@ type eventFacts struct {
 	Tool           string          `json:"tool"`
 	Args           json.RawMessage `json:"args"`
 	ClearedInputs  []uint64        `json:"cleared_inputs"`
+	// Ledger, provider and budget facts (fsm: epochChangeFact, resetFact,
+	// boundaryFact, providerFact, chargeFact, forkFact, and the stop of a
+	// cleared session, which names its child).
+	ClearedTurn          uint64       `json:"cleared_turn"`
+	ClearedApproval      uint64       `json:"cleared_approval"`
+	ProviderSessionID    string       `json:"provider_session_id"`
+	Pruned               uint32       `json:"pruned"`
+	Provider             string       `json:"provider"`
+	Source               string       `json:"source"`
+	PreviousSession      string       `json:"previous_session"`
+	NewProviderSessionID string       `json:"new_provider_session_id"`
+	Usage                *budgetFacts `json:"usage"`
+	ContextTokens        uint64       `json:"context_tokens"`
+	Exhausted            string       `json:"exhausted"`
+	ViaLaunch            string       `json:"via_launch"`
+	SourceSession        string       `json:"source_session"`
+	ForkAddress          uint64       `json:"fork_address"`
+	CopiedEvents         int          `json:"copied_events"`
+	Child                string       `json:"child"`
+}
+
+// budgetFacts is one charge (fsm: budgetFact).
+type budgetFacts struct {
+	Turns        uint64 `json:"turns"`
+	OutputTokens uint64 `json:"output_tokens"`
+	Queries      uint64 `json:"queries"`
+	SpendMicros  uint64 `json:"spend_micros"`
+	ToolCalls    uint64 `json:"tool_calls"`
 }
 
 type placementFacts struct {
@@ -181,13 +217,87 @@ func (r *renderer) line(ev *fakv1.Event) string {
 		}
 		return addr + "session created: " + indentRest(text)
 	case evSessionStopped:
-		if text == "" {
-			return addr + "session stopped"
+		s := addr + "session stopped"
+		if text != "" {
+			s += ": " + indentRest(text)
 		}
-		return addr + "session stopped: " + indentRest(text)
+		if ok && f.Child != "" {
+			s += "; continues as " + f.Child
+			if f.Source != "" {
+				s += " (" + f.Source + ")"
+			}
+		}
+		return s
 	case evEpochChanged:
 		if ok && f.Placement != nil {
-			return addr + fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacement(f.Placement))
+			s := addr + fmt.Sprintf("epoch %d: %s", f.Epoch, formatPlacement(f.Placement))
+			switch {
+			case f.Reason == "fresh":
+				s += fmt.Sprintf(" (fresh: provider session %s, %s pruned)", f.ProviderSessionID, plural(uint64(f.Pruned), "cached provider entry"))
+			case f.Reason != "" && f.ProviderSessionID != "":
+				s += " (" + f.Reason + ": provider session " + f.ProviderSessionID + ")"
+			case f.Reason != "":
+				s += " (" + f.Reason + ")"
+			}
+			return s
+		}
+	case evResetBoundary:
+		if ok {
+			var cleared []string
+			if len(f.ClearedInputs) > 0 {
+				cleared = append(cleared, "queued inputs "+formatSeqs(f.ClearedInputs))
+			}
+			if f.ClearedTurn != 0 {
+				cleared = append(cleared, fmt.Sprintf("the turn of input #%d", f.ClearedTurn))
+			}
+			if f.ClearedApproval != 0 {
+				cleared = append(cleared, fmt.Sprintf("approval #%d", f.ClearedApproval))
+			}
+			s := addr + "context reset: the agent's context starts after this point"
+			if len(cleared) > 0 {
+				s += "; cleared " + strings.Join(cleared, ", ")
+			}
+			return s
+		}
+	case evProviderBoundary:
+		if ok && f.PreviousSession != "" {
+			s := addr + joinNonEmpty(" ", f.Source, "of", f.PreviousSession)
+			if f.NewProviderSessionID != "" {
+				s += " (" + joinNonEmpty(" ", f.Provider, "provider session", f.NewProviderSessionID) + ")"
+			}
+			return s
+		}
+	case evProviderBound:
+		if ok && (f.Provider != "" || f.ProviderSessionID != "") {
+			s := addr + joinNonEmpty(" ", f.Provider, "session", f.ProviderSessionID) + " bound"
+			if f.Source != "" {
+				s += " (" + f.Source + ")"
+			}
+			return s
+		}
+	case evProviderEnd:
+		if ok && (f.Provider != "" || f.ProviderSessionID != "") {
+			s := addr + joinNonEmpty(" ", f.Provider, "session", f.ProviderSessionID) + " ended"
+			if f.Reason != "" {
+				s += " (" + f.Reason + ")"
+			}
+			return s
+		}
+	case evCompaction:
+		if ok && f.Provider != "" {
+			return addr + "compaction by " + joinNonEmpty(" ", f.Provider, "session", f.ProviderSessionID)
+		}
+	case evBudgetCharged:
+		if ok {
+			return addr + "charged " + formatCharge(f)
+		}
+	case evBudgetExhausted:
+		if ok {
+			return addr + "budget exhausted: " + axisName(f.Exhausted) + "; refused " + formatCharge(f)
+		}
+	case evSessionForked:
+		if ok && f.SourceSession != "" {
+			return addr + fmt.Sprintf("forked from %s at #%d (%s copied)", f.SourceSession, f.ForkAddress, plural(uint64(f.CopiedEvents), "event"))
 		}
 	case evAttachmentJoined:
 		if ok {
@@ -284,6 +394,73 @@ func (r *renderer) line(ev *fakv1.Event) string {
 		return addr + ev.GetKind()
 	}
 	return addr + ev.GetKind() + ": " + indentRest(text)
+}
+
+// formatCharge lists what a charge asked for: "1 turn, 100 output tokens,
+// spend 0.25; context +500 tokens", or "nothing".
+func formatCharge(f eventFacts) string {
+	var parts []string
+	if b := f.Usage; b != nil {
+		for _, p := range []struct {
+			n    uint64
+			noun string
+		}{{b.Turns, "turn"}, {b.OutputTokens, "output token"}, {b.Queries, "query"}, {b.ToolCalls, "tool call"}} {
+			if p.n != 0 {
+				parts = append(parts, plural(p.n, p.noun))
+			}
+		}
+		if b.SpendMicros != 0 {
+			parts = append(parts, "spend "+formatSpend(b.SpendMicros))
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if f.ContextTokens != 0 {
+		c := fmt.Sprintf("context +%d tokens", f.ContextTokens)
+		if s != "" {
+			c = "; " + c
+		}
+		s += c
+	}
+	if s == "" {
+		s = "nothing"
+	}
+	if f.ViaLaunch != "" {
+		s += " (via launch " + f.ViaLaunch + ")"
+	}
+	return s
+}
+
+// axisName turns the FSM's axis names (spend_micros, output_tokens) into
+// words.
+func axisName(axis string) string {
+	switch axis {
+	case "spend_micros":
+		return "spend"
+	case "":
+		return "budget"
+	}
+	return strings.ReplaceAll(axis, "_", " ")
+}
+
+// formatSpend renders micros (millionths of the account's currency) as a
+// decimal amount without trailing zeros: 950000 is "0.95".
+func formatSpend(micros uint64) string {
+	whole := strconv.FormatUint(micros/1_000_000, 10)
+	if frac := micros % 1_000_000; frac != 0 {
+		return whole + "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
+	}
+	return whole
+}
+
+// plural is "1 query", "2 queries", "0 events".
+func plural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if stem, ok := strings.CutSuffix(noun, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
+		return strconv.FormatUint(n, 10) + " " + stem + "ies"
+	}
+	return strconv.FormatUint(n, 10) + " " + noun + "s"
 }
 
 // formatArgs renders a tool call's arguments: a JSON string as itself,
@@ -419,6 +596,9 @@ func header(d *fakv1.DescribeSessionResponse, now time.Time) string {
 		}
 		fmt.Fprintf(&b, "  lineage: %s\n", line)
 	}
+	if p := s.GetProvider(); p != "" {
+		fmt.Fprintf(&b, "  provider: %s\n", joinNonEmpty(" ", p, "session", s.GetProviderSessionId()))
+	}
 	if r := s.GetResetSeq(); r != 0 {
 		fmt.Fprintf(&b, "  context reset at #%d\n", r)
 	}
@@ -479,27 +659,32 @@ func budgetLine(e *fakv1.Envelope) string {
 		return ""
 	}
 	lim, used := e.GetLimits(), e.GetUsed()
+	count := func(n uint64) string { return strconv.FormatUint(n, 10) }
 	axes := []struct {
 		name        string
 		limit, used uint64
+		format      func(uint64) string
 	}{
-		{"turns", lim.GetTurns(), used.GetTurns()},
-		{"output tokens", lim.GetOutputTokens(), used.GetOutputTokens()},
-		{"queries", lim.GetQueries(), used.GetQueries()},
-		{"tool calls", lim.GetToolCalls(), used.GetToolCalls()},
-		{"spend (micros)", lim.GetSpendMicros(), used.GetSpendMicros()},
+		{"turns", lim.GetTurns(), used.GetTurns(), count},
+		{"output tokens", lim.GetOutputTokens(), used.GetOutputTokens(), count},
+		{"queries", lim.GetQueries(), used.GetQueries(), count},
+		{"tool calls", lim.GetToolCalls(), used.GetToolCalls(), count},
+		{"spend", lim.GetSpendMicros(), used.GetSpendMicros(), formatSpend},
 	}
 	var parts []string
 	for _, a := range axes {
 		switch {
 		case a.limit != 0:
-			parts = append(parts, fmt.Sprintf("%s %d/%d", a.name, a.used, a.limit))
+			parts = append(parts, fmt.Sprintf("%s %s/%s", a.name, a.format(a.used), a.format(a.limit)))
 		case a.used != 0:
-			parts = append(parts, fmt.Sprintf("%s %d", a.name, a.used))
+			parts = append(parts, fmt.Sprintf("%s %s", a.name, a.format(a.used)))
 		}
 	}
 	if n := e.GetRefusals(); n != 0 {
 		parts = append(parts, fmt.Sprintf("%d refused", n))
+	}
+	if len(parts) > 0 && e.GetSessions() > 1 {
+		parts = append(parts, fmt.Sprintf("shared by %d sessions", e.GetSessions()))
 	}
 	return strings.Join(parts, ", ")
 }

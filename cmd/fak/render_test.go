@@ -93,6 +93,57 @@ func TestRenderTranscript(t *testing.T) {
 	}
 }
 
+// TestRenderLedgerEvents renders the events of the reset ledger, provider
+// hooks and budgets with the facts fsm writes.
+func TestRenderLedgerEvents(t *testing.T) {
+	r := newRenderer("terminal")
+	placement := m{"runtime_adapter": "echo", "node": "n1"}
+	for _, tt := range []struct {
+		ev   *fakv1.Event
+		want string
+	}{
+		{event(4, "epoch.changed", "epoch 2: echo on n1 (fresh)", m{"epoch": 2, "placement": placement, "reason": "fresh", "provider_session_id": "fak_r1"}),
+			"#4 epoch 2: echo on n1 (fresh: provider session fak_r1, 0 cached provider entries pruned)"},
+		{event(5, "epoch.changed", "epoch 3: echo on n1 (fresh)", m{"epoch": 3, "placement": placement, "reason": "fresh", "provider_session_id": "fak_r2", "pruned": 1}),
+			"#5 epoch 3: echo on n1 (fresh: provider session fak_r2, 1 cached provider entry pruned)"},
+		{event(6, "epoch.changed", "epoch 4: echo on n1 (resume)", m{"epoch": 4, "placement": placement, "reason": "resume", "provider_session_id": "th-9"}),
+			"#6 epoch 4: echo on n1 (resume: provider session th-9)"},
+		{event(7, "reset_boundary", "context reset", m{"cleared_inputs": []uint64{5, 6}, "cleared_approval": 4, "provider_session_id": "fak_r3", "context_rearmed_to": 1000}),
+			"#7 context reset: the agent's context starts after this point; cleared queued inputs #5 #6, approval #4"},
+		{event(8, "reset_boundary", "context reset", m{"provider_session_id": "fak_r4"}),
+			"#8 context reset: the agent's context starts after this point"},
+		{event(9, "session.stopped", "USER_CLEAR", m{"child": "ses_c", "source": "clear"}),
+			"#9 session stopped: USER_CLEAR; continues as ses_c (clear)"},
+		{event(3, "fak.session.provider_boundary.v1", "clear of ses_p", m{"provider": "claude", "source": "clear", "previous_session": "ses_p", "new_provider_session_id": "abc"}),
+			"#3 clear of ses_p (claude provider session abc)"},
+		{event(3, "fak.session.provider_boundary.v1", "new of ses_p", m{"provider": "", "source": "new", "previous_session": "ses_p", "new_provider_session_id": "fak_r5"}),
+			"#3 new of ses_p (provider session fak_r5)"},
+		{event(10, "provider.bound", "claude abc", m{"provider": "claude", "source": "startup", "provider_session_id": "abc", "launch": "l1", "metadata": m{"cwd": "/x"}}),
+			"#10 claude session abc bound (startup)"},
+		{event(11, "provider.session_end", "claude session ended: clear", m{"provider": "claude", "reason": "clear", "provider_session_id": "abc", "launch": "l1"}),
+			"#11 claude session abc ended (clear)"},
+		{event(12, "compaction", "provider compaction", m{"provider": "codex", "source": "compact", "provider_session_id": "t1", "launch": "l1"}),
+			"#12 compaction by codex session t1"},
+		{event(13, "compaction", "kept 10", nil), "#13 compaction: kept 10"},
+		{event(14, "budget.charged", "", m{"usage": m{"output_tokens": 100, "queries": 1, "spend_micros": 250000}, "context_tokens": 500, "envelope": "ses_p", "via_launch": "l1"}),
+			"#14 charged 100 output tokens, 1 query, spend 0.25; context +500 tokens (via launch l1)"},
+		{event(15, "budget.exhausted", "refused: spend_micros exhausted", m{"usage": m{"spend_micros": 100000}, "envelope": "ses_p", "exhausted": "spend_micros"}),
+			"#15 budget exhausted: spend; refused spend 0.1"},
+		{event(16, "budget.exhausted", "refused: context_tokens exhausted", m{"usage": m{}, "context_tokens": 9, "exhausted": "context_tokens"}),
+			"#16 budget exhausted: context tokens; refused context +9 tokens"},
+		{event(17, "session.forked", "forked from ses_p", m{"source_session": "ses_p", "fork_address": 16, "copied_events": 16}),
+			"#17 forked from ses_p at #16 (16 events copied)"},
+		{event(18, "budget.charged", "", nil), "#18 budget.charged"},
+	} {
+		if got := r.render(tt.ev); got != tt.want+"\n" {
+			t.Errorf("render %s:\n got %q\nwant %q", tt.ev.GetKind(), got, tt.want+"\n")
+		}
+	}
+	if got := budgetLine(&fakv1.Envelope{Limits: &fakv1.Budget{SpendMicros: 2_000_000}, Used: &fakv1.Budget{SpendMicros: 1_950_000, Queries: 3}, Sessions: 3}); got != "queries 3, spend 1.95/2, shared by 3 sessions" {
+		t.Errorf("budget line %q", got)
+	}
+}
+
 func TestRenderNoticeEndsReply(t *testing.T) {
 	var out bytes.Buffer
 	tr := newTranscript(&out, "terminal")
@@ -172,6 +223,11 @@ func TestHeaderAndControls(t *testing.T) {
 	d.Session.Title = ""
 	if got := header(d, now); !strings.HasPrefix(got, "session ses_1: (untitled) [stopped (done)]\n") {
 		t.Errorf("stopped header:\n%s", got)
+	}
+	d.Session.Provider, d.Session.ProviderSessionId, d.Session.ResetSeq = "claude", "abc", 11
+	d.Session.BoundarySource, d.Session.ForkAddress = "clear", 0
+	if got := header(d, now); !strings.Contains(got, "  lineage: clear of ses_0\n  provider: claude session abc\n  context reset at #11\n") {
+		t.Errorf("header of a cleared child bound to a provider:\n%s", got)
 	}
 
 	cs := &fakv1.CapabilitySet{Version: 1, Controls: []*fakv1.Control{

@@ -189,6 +189,23 @@ type sessionConn struct {
 	leaseTTL  time.Duration
 }
 
+// forSession is a connection to another session through the same
+// endpoints and clients, not attached yet.
+func (c *sessionConn) forSession(id string) *sessionConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := &sessionConn{
+		httpClient: c.httpClient, clientOpts: c.clientOpts, scheme: c.scheme,
+		sessionID: id, kind: c.kind, name: c.name, caps: c.caps, out: c.out, notices: c.notices,
+		endpoints: append([]string(nil), c.endpoints...), clients: make(map[string]fakv1connect.SessionServiceClient, len(c.clients)),
+		self: make(map[string]bool), keepAlive: c.keepAlive, leaseTTL: c.leaseTTL,
+	}
+	for base, cl := range c.clients {
+		n.clients[base] = cl
+	}
+	return n
+}
+
 func (c *sessionConn) client(base string) fakv1connect.SessionServiceClient {
 	c.mu.Lock()
 	defer c.mu.Unlock()
