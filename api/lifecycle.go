@@ -30,10 +30,14 @@ func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[
 	if sessionID == "" {
 		// A new launch session, created once per launch id: the request id
 		// derives from it, so a retried bind does not create a second one.
-		created, err := (&sessionHandler{s: h.s}).CreateSession(ctx, connect.NewRequest(&fakv1.CreateSessionRequest{
+		create := connect.NewRequest(&fakv1.CreateSessionRequest{
 			Title: m.Title, Objective: m.Objective, RequestId: "req_launch_" + m.LaunchId,
 			Placement: &fakv1.Placement{Provider: m.Provider},
-		}))
+		})
+		// The caller's credentials go along when a follower forwards the
+		// create to the leader.
+		create.Header().Set("Authorization", req.Header().Get("Authorization"))
+		created, err := (&sessionHandler{s: h.s}).CreateSession(ctx, create)
 		if err != nil {
 			return nil, err
 		}
