@@ -18,10 +18,6 @@ import (
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
 
-// rpcTimeout bounds the guard's cluster call for one hook, inside the
-// hook's own hookTimeout.
-var rpcTimeout = 1500 * time.Millisecond
-
 // stateFile in the run directory records the provider session id and the
 // fak session the launch is bound to now (the FSM's launch record is the
 // authority; this is the adapter-side memory, for inspection).
@@ -34,6 +30,9 @@ type launch struct {
 	launchID string
 	provider string
 	runDir   string
+	// rpcTimeout bounds the cluster call for one hook, inside the hook's
+	// own budget.
+	rpcTimeout time.Duration
 
 	turn chan struct{} // one hook at a time
 	mu   sync.Mutex
@@ -44,9 +43,9 @@ type launch struct {
 	providerSession string
 }
 
-func newLaunch(client fakv1connect.LifecycleServiceClient, launchID, provider, session, runDir string) *launch {
+func newLaunch(client fakv1connect.LifecycleServiceClient, launchID, provider, session, runDir string, hookBudget time.Duration) *launch {
 	return &launch{client: client, launchID: launchID, provider: provider, runDir: runDir,
-		session: session, turn: make(chan struct{}, 1)}
+		rpcTimeout: hookBudget * 3 / 4, session: session, turn: make(chan struct{}, 1)}
 }
 
 // handle serves one authenticated hook request.
@@ -59,7 +58,7 @@ func (l *launch) handle(ctx context.Context, req Request) Reply {
 	if provider == "" {
 		provider = l.provider
 	}
-	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.rpcTimeout)
 	defer cancel()
 	select {
 	case l.turn <- struct{}{}:

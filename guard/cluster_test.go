@@ -55,7 +55,7 @@ func (f *fakeLifecycle) ProviderSessionEnd(_ context.Context, req *connect.Reque
 
 func TestLaunchCommitsHooks(t *testing.T) {
 	f := &fakeLifecycle{session: "ses_0", bound: "A"}
-	l := newLaunch(f, "lnc_1", "claude", "ses_0", t.TempDir())
+	l := newLaunch(f, "lnc_1", "claude", "ses_0", t.TempDir(), hookTimeout)
 	ctx := testCtx(t)
 	start := func(provider, raw string) Reply {
 		return l.handle(ctx, Request{Event: EventSessionStart, Provider: provider, Payload: json.RawMessage(raw)})
@@ -127,7 +127,7 @@ func TestHookRequestIDs(t *testing.T) {
 
 func TestLaunchReportsClusterErrors(t *testing.T) {
 	f := &fakeLifecycle{err: connect.NewError(connect.CodeUnavailable, errors.New("dial tcp 127.0.0.1:7401: connection refused"))}
-	l := newLaunch(f, "lnc_1", "codex", "ses_0", t.TempDir())
+	l := newLaunch(f, "lnc_1", "codex", "ses_0", t.TempDir(), hookTimeout)
 	r := l.handle(testCtx(t), Request{Event: EventSessionStart, Payload: json.RawMessage(codexStartup)})
 	if r.OK || !strings.Contains(r.Error, "unreachable") {
 		t.Fatalf("reply %+v", r)

@@ -102,7 +102,8 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	defer os.RemoveAll(runDir)
 	token := randomHex(32)
-	l := newLaunch(client, launchID, o.Provider, session, runDir)
+	budget := HookBudget(func(k string) string { v, _ := lookupEnv(o.Environ, k); return v })
+	l := newLaunch(client, launchID, o.Provider, session, runDir, budget)
 	l.writeState()
 	socket := filepath.Join(runDir, socketName)
 	srv, err := Listen(socket, token, l.handle)

@@ -33,8 +33,21 @@ const (
 )
 
 // hookTimeout bounds a hook from reading stdin to the guard's reply (a var
-// so tests can shorten it).
+// so tests can shorten it). EnvHookTimeout overrides it, for the hook and
+// for the guard's cluster call inside it.
 var hookTimeout = 2 * time.Second
+
+// EnvHookTimeout, a Go duration, replaces the 2 s hook budget (slow
+// machines, tests under load).
+const EnvHookTimeout = "FAK_GUARD_HOOK_TIMEOUT"
+
+// HookBudget is the hook's time budget under getenv.
+func HookBudget(getenv func(string) string) time.Duration {
+	if d, err := time.ParseDuration(getenv(EnvHookTimeout)); err == nil && d > 0 {
+		return d
+	}
+	return hookTimeout
+}
 
 // HookCommandName is the fak subcommand for a hook event.
 func HookCommandName(event string) string {
@@ -67,11 +80,12 @@ func RunHook(event string, args []string, stdin io.Reader, stderr io.Writer, get
 		return fail("unexpected argument %q", clip(fs.Arg(0), 40))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout)
+	budget := HookBudget(getenv)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	raw, err := readAllCtx(ctx, stdin, maxHookJSON)
 	if err != nil {
-		return fail("reading the hook JSON: %v", timeoutText(err))
+		return fail("reading the hook JSON: %v", timeoutText(err, budget))
 	}
 	if _, err := ParseHook(event, raw); err != nil {
 		return fail("%v", err)
@@ -82,7 +96,7 @@ func RunHook(event string, args []string, stdin io.Reader, stderr io.Writer, get
 	}
 	reply, err := Call(ctx, socket, Request{Token: token, Event: event, Provider: *provider, Payload: raw})
 	if err != nil {
-		return fail("guard unreachable: %v", timeoutText(err))
+		return fail("guard unreachable: %v", timeoutText(err, budget))
 	}
 	if !reply.OK {
 		return fail("%s", reply.Error)
@@ -105,9 +119,9 @@ func failLine(w io.Writer, name, msg string) {
 	io.WriteString(w, line+"\n")
 }
 
-func timeoutText(err error) string {
+func timeoutText(err error, budget time.Duration) string {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Sprintf("no answer within %s", hookTimeout)
+		return fmt.Sprintf("no answer within %s", budget)
 	}
 	return err.Error()
 }

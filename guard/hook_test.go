@@ -131,6 +131,10 @@ func TestHookTimesOut(t *testing.T) {
 	t.Run("silent guard", func(t *testing.T) {
 		runHook(t, EventSessionStart, []string{"--provider", "codex"}, strings.NewReader(codexStartup), env, "no answer within")
 	})
+	t.Run("budget from the environment", func(t *testing.T) {
+		env := map[string]string{EnvSocket: path, EnvToken: "tok", EnvHookTimeout: "250ms"}
+		runHook(t, EventSessionStart, nil, strings.NewReader(codexStartup), env, "no answer within 250ms")
+	})
 	t.Run("stdin never closed", func(t *testing.T) {
 		pr, pw := io.Pipe()
 		defer pw.Close()

@@ -32,12 +32,19 @@ func shouldForward(sig os.Signal) bool {
 }
 
 // inForeground reports whether this process's group is the foreground
-// process group of the terminal on stdin, stdout or stderr.
+// process group of its terminal: the one on stdin, stdout or stderr, else
+// the controlling terminal.
 func inForeground() bool {
 	for fd := 0; fd <= 2; fd++ {
 		if pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil {
 			return pgrp == unix.Getpgrp()
 		}
 	}
-	return false
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false // no controlling terminal: nothing delivers them twice
+	}
+	defer tty.Close()
+	pgrp, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
 }

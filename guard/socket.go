@@ -117,15 +117,16 @@ func (s *Server) serveConn(conn *net.UnixConn) {
 }
 
 func (s *Server) answer(conn *net.UnixConn) Reply {
-	uid, err := peerUID(conn)
-	if err != nil {
-		return Reply{Error: "cannot check the peer's uid: " + err.Error()}
-	}
-	if uid != s.uid {
-		return Reply{Error: fmt.Sprintf("peer uid %d is not the guard's uid %d", uid, s.uid)}
-	}
+	// The request is read before the checks, so the peer is never cut off
+	// mid-write and always gets the reply that says why it was refused.
 	line, err := readLine(conn, maxRequestBytes)
-	if err != nil {
+	uid, uerr := peerUID(conn)
+	switch {
+	case uerr != nil:
+		return Reply{Error: "cannot check the peer's uid: " + uerr.Error()}
+	case uid != s.uid:
+		return Reply{Error: fmt.Sprintf("peer uid %d is not the guard's uid %d", uid, s.uid)}
+	case err != nil:
 		return Reply{Error: "reading the request: " + err.Error()}
 	}
 	var req Request
@@ -156,13 +157,15 @@ func Call(ctx context.Context, path string, req Request) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return Reply{}, err
-	}
+	_, werr := conn.Write(append(b, '\n'))
+	// Even when the write failed, the guard may have answered why.
 	line, err := readLine(conn, maxReplyBytes)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return Reply{}, ctx.Err()
+		case werr != nil:
+			return Reply{}, werr
 		}
 		return Reply{}, err
 	}

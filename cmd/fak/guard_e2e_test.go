@@ -1,0 +1,598 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api/apiclient"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/node/testcluster"
+)
+
+// End to end through the real fak binary, its guard and lifecycle socket, on
+// a three-node fleet: fake providers (testdata/guard) run the hooks the
+// guard injected the way Claude Code, Codex and Gemini CLI do, and the
+// cluster's sessions, journals, lineage, launch record and budget envelope
+// are checked after each run.
+
+// guardHookBudget replaces the hooks' 2 s budget in these runs: a loaded CI
+// machine running race-built binaries must not turn a slow commit into a
+// fail-open (the fail-open paths have their own tests).
+const guardHookBudget = "30s"
+
+// guardFleet is the fleet and the binaries the runs share.
+type guardFleet struct {
+	c     *testcluster.Cluster
+	n     *testcluster.Node // the node the guards talk to (a follower)
+	bin   string            // directory holding the fak binary
+	fakes string            // testdata/guard
+}
+
+func TestGuardE2E(t *testing.T) {
+	guardNeedTools(t, "jq", "python3", "stat")
+	fakes, err := filepath.Abs(filepath.Join("testdata", "guard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guardFleet{bin: guardBuildFak(t), fakes: fakes}
+	g.c = testcluster.New(t, testcluster.Options{Nodes: 3, LogLevel: "off"})
+	// A follower: BindLaunch, the hooks and RecordUsage are forwarded to
+	// the leader with the caller's token.
+	g.n = g.c.Followers()[0]
+
+	t.Run("claude", g.testClaude)
+	t.Run("codex", g.testCodex)
+	t.Run("gemini", g.testGemini)
+	t.Run("generic harness", g.testGeneric)
+	t.Run("existing session and exit code", g.testExistingSession)
+	t.Run("signals", g.testSignals)
+	// Last: it stops the fleet.
+	t.Run("fail-open with the cluster stopped", g.testClusterStopped)
+}
+
+// Claude Code: startup, /clear (SessionEnd(clear) then SessionStart(clear)
+// with a new id), the same clear delivered again, a compaction, a /resume
+// to another conversation, exit. The user's own --settings hooks still run.
+func (g *guardFleet) testClaude(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "user-hook.log")
+	user := filepath.Join(dir, "user-settings.json")
+	guardWriteJSON(t, user, map[string]any{"hooks": map[string]any{"SessionStart": []any{map[string]any{
+		"matcher": "startup", "hooks": []any{map[string]any{"type": "command", "command": "cat >> " + marker}}}}}})
+	run := g.guard(t, nil, "--provider", "claude", "--", "fake-claude", "--settings", user,
+		"start:startup:A", "end:clear:A", "start:clear:B", "start:clear:B",
+		"start:compact:B", "end:resume:B", "start:resume:X", "end:prompt_input_exit:X", "exit:3")
+	run.expect(t, 3)
+
+	s0 := run.session
+	s1 := g.expectOneBoundary(t, run.launch, s0, "claude", "clear", "B")
+	// compact and resume kept the session.
+	l := g.describeLaunch(t, run.launch)
+	if l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "X" {
+		t.Fatalf("launch = %v, want default %s bound to X", l, s1)
+	}
+	j1 := g.journal(t, s1)
+	if n := guardCountKind(j1, "compaction"); n != 1 {
+		t.Errorf("%d compaction events in the child, want 1", n)
+	}
+	if e := guardFindEvent(j1, "epoch.changed", "resume"); e == nil {
+		t.Errorf("no epoch change for the resume in the child:\n%s", guardEventList(j1))
+	}
+	if n := guardCountKind(j1, "provider.session_end"); n != 2 {
+		t.Errorf("%d SessionEnd audit events in the child, want 2 (resume, exit)", n)
+	}
+	j0 := g.journal(t, s0)
+	if n := guardCountKind(j0, "provider.bound"); n != 1 {
+		t.Errorf("%d provider.bound events in the launch session, want 1", n)
+	}
+	if e := guardFindEvent(j0, "provider.session_end", "clear"); e == nil {
+		t.Errorf("the SessionEnd(clear) audit event is missing from the old session:\n%s", guardEventList(j0))
+	}
+	g.expectBudgetCarried(t, run.launch, s0, s1)
+	// The user's SessionStart hook (matcher startup) ran once, next to ours.
+	if b, err := os.ReadFile(marker); err != nil || strings.Count(string(b), `"source":"startup"`) != 1 {
+		t.Fatalf("the user's --settings hook: %v %q", err, b)
+	}
+}
+
+// Codex: startup A, startup A again (a no-op), startup B (/new: one
+// boundary, source new), clear C (one more). The hook runs only because its
+// exact definition is trusted.
+func (g *guardFleet) testCodex(t *testing.T) {
+	run := g.guard(t, nil, "--provider", "codex", "--", "fake-codex", "exec", "--skip-git-repo-check",
+		"start:startup:A", "start:startup:A", "start:startup:B", "start:clear:C")
+	run.expect(t, 0)
+
+	s0 := run.session
+	if n := guardCountKind(g.journal(t, s0), "provider.bound"); n != 1 {
+		t.Errorf("%d provider.bound events, want 1 (the repeated startup is a no-op)", n)
+	}
+	s1 := g.expectOneBoundary(t, run.launch, s0, "codex", "new", "B")
+	s2 := g.expectOneBoundary(t, run.launch, s1, "codex", "clear", "C")
+	l := g.describeLaunch(t, run.launch)
+	if l.GetDefaultSession() != s2 || l.GetProviderSessionId() != "C" {
+		t.Fatalf("launch = %v, want default %s bound to C", l, s2)
+	}
+	if lin := g.lineage(t, s0); len(lin.GetNodes()) != 3 {
+		t.Fatalf("lineage has %d sessions, want 3: %v", len(lin.GetNodes()), lin)
+	}
+	g.expectBudgetCarried(t, run.launch, s0, s2)
+}
+
+// Gemini CLI: /clear is SessionEnd(clear) with the old id then
+// SessionStart(clear) with a new one: one boundary. The machine's system
+// defaults (with an admin hook) still apply.
+func (g *guardFleet) testGemini(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "admin-hook.log")
+	defaults := filepath.Join(dir, "system-defaults.json")
+	original := `{
+  // the machine's defaults
+  "general": {"vimMode": true},
+  "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "cat >> ` + marker + `"}]}]}
+}
+`
+	if err := os.WriteFile(defaults, []byte(original), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := g.guard(t, []string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + defaults}, "--provider", "gemini", "--",
+		"fake-gemini", "start:startup:G1", "end:clear:G1", "start:clear:G2", "end:exit:G2")
+	run.expect(t, 0)
+
+	s0 := run.session
+	s1 := g.expectOneBoundary(t, run.launch, s0, "gemini", "clear", "G2")
+	if e := guardFindEvent(g.journal(t, s0), "provider.session_end", "clear"); e == nil {
+		t.Error("the SessionEnd(clear) audit event is missing from the old session")
+	}
+	if e := guardFindEvent(g.journal(t, s1), "provider.session_end", "exit"); e == nil {
+		t.Error("the SessionEnd(exit) audit event is missing from the child")
+	}
+	g.expectBudgetCarried(t, run.launch, s0, s1)
+	if b, err := os.ReadFile(marker); err != nil || strings.Count(string(b), `"hook_event_name":"SessionStart"`) != 2 {
+		t.Fatalf("the admin hook from the system defaults: %v %q", err, b)
+	}
+	if b, _ := os.ReadFile(defaults); string(b) != original {
+		t.Fatal("the machine's system defaults file was modified")
+	}
+}
+
+// A harness without an adapter calls the hook itself with thread_id.
+func (g *guardFleet) testGeneric(t *testing.T) {
+	run := g.guard(t, nil, "--provider", "mytool", "--", "fake-mytool",
+		"start:startup:T1", "start:clear:T2", "start:clear:T2", "end:exit:T2")
+	run.expect(t, 0)
+	if !strings.Contains(run.stdout, "rundir-mode=700 socket-mode=600") {
+		t.Errorf("run directory and socket modes: %q", run.stdout)
+	}
+	g.expectOneBoundary(t, run.launch, run.session, "mytool", "clear", "T2")
+	if _, err := os.Stat(filepath.Dir(run.socket)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run directory %s outlived the guard: %v", filepath.Dir(run.socket), err)
+	}
+}
+
+// --session binds the launch to an existing session; the child's exit code
+// is the guard's.
+func (g *guardFleet) testExistingSession(t *testing.T) {
+	resp, err := g.c.Sessions(g.n).CreateSession(g.ctx(t), connect.NewRequest(&fakv1.CreateSessionRequest{Title: "mine"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Msg.GetSession().GetSessionId()
+	run := g.guard(t, nil, "--session", id, "--provider", "mytool", "--", "fake-mytool", "say:hello", "exit:7")
+	run.expect(t, 7)
+	if run.session != id || !strings.Contains(run.stdout, "hello") {
+		t.Fatalf("FAK_SESSION_ID = %q (want %s), stdout %q", run.session, id, run.stdout)
+	}
+	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != id || l.GetProvider() != "mytool" {
+		t.Fatalf("launch = %v", l)
+	}
+}
+
+// Signals sent to the guard reach the child; a child killed by a signal
+// makes the guard exit 128+N.
+func (g *guardFleet) testSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 42}, {syscall.SIGINT, 43}, {syscall.SIGHUP, 44}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			script := fmt.Sprintf(`trap 'echo got-signal; exit %d' %s; echo ready; while :; do sleep 0.05; done`,
+				tc.code, strings.TrimPrefix(guardSignalName(tc.sig), "SIG"))
+			p := g.start(t, nil, "--provider", "mytool", "--", "sh", "-c", script)
+			p.waitFor(t, "ready")
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			run := p.wait(t)
+			run.expect(t, tc.code)
+			if !strings.Contains(run.stdout, "got-signal") {
+				t.Fatalf("the child did not see %v: %q", tc.sig, run.stdout)
+			}
+		})
+	}
+	run := g.guard(t, nil, "--provider", "mytool", "--", "sh", "-c", "kill -KILL $$")
+	run.expect(t, 128+int(syscall.SIGKILL))
+}
+
+// With the fleet down, a /clear fails open: the hook prints one line, the
+// provider goes on, and once the fleet is back nothing has changed.
+func (g *guardFleet) testClusterStopped(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := g.start(t, nil, "--provider", "claude", "--", "fake-claude", "--settings", "{}",
+		"start:startup:A", "wait:"+fifo, "start:clear:B", "say:after-clear")
+	p.waitFor(t, "waiting")
+	g.c.StopAll()
+	guardWriteFIFO(t, fifo)
+	run := p.wait(t)
+	if run.code != 0 || !strings.Contains(run.stdout, "after-clear") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: the provider must go on", run.code, run.stdout, run.stderr)
+	}
+	if strings.Count(run.stderr, "\n") != 1 || len(run.stderr) > 200 ||
+		!strings.HasPrefix(run.stderr, "fak guard-sessionstart: ") || !strings.Contains(run.stderr, "fail-open") {
+		t.Fatalf("stderr = %q, want one fail-open line of at most 200 bytes", run.stderr)
+	}
+
+	for _, n := range g.c.Nodes {
+		g.c.Start(n)
+	}
+	g.c.WaitForLeader(30 * time.Second)
+	l := g.describeLaunch(t, run.launch)
+	if l.GetDefaultSession() != run.session || l.GetProviderSessionId() != "A" {
+		t.Fatalf("launch = %v, want it still on %s bound to A", l, run.session)
+	}
+	if s := g.session(t, run.session); s.GetState() != fakv1.SessionState_SESSION_STATE_ACTIVE {
+		t.Fatalf("the launch session is %v after a failed clear", s.GetState())
+	}
+	if lin := g.lineage(t, run.session); len(lin.GetNodes()) != 1 {
+		t.Fatalf("lineage %v: a failed clear made a child", lin)
+	}
+}
+
+// expectOneBoundary checks that prev was ended by exactly one boundary:
+// prev is STOPPED with reason PROVIDER_SESSION_CLEAR and still readable, its
+// only child starts with the provider-boundary event, and it returns the
+// child's id.
+func (g *guardFleet) expectOneBoundary(t *testing.T, launch, prev, provider, source, providerID string) string {
+	t.Helper()
+	s := g.session(t, prev)
+	if s.GetState() != fakv1.SessionState_SESSION_STATE_STOPPED || s.GetStopReason() != "PROVIDER_SESSION_CLEAR" {
+		t.Fatalf("session %s is %v (%q), want STOPPED with PROVIDER_SESSION_CLEAR", prev, s.GetState(), s.GetStopReason())
+	}
+	if j := g.journal(t, prev); guardCountKind(j, "session.stopped") != 1 {
+		t.Fatalf("journal of the stopped session:\n%s", guardEventList(j))
+	}
+	var children []string
+	for _, n := range g.lineage(t, prev).GetNodes() {
+		if n.GetSession().GetSessionId() == prev {
+			children = n.GetChildren()
+		}
+	}
+	if len(children) != 1 {
+		t.Fatalf("session %s has children %v, want exactly one", prev, children)
+	}
+	child := children[0]
+	cs := g.session(t, child)
+	if cs.GetParentSession() != prev || cs.GetBoundarySource() != source {
+		t.Fatalf("child %s: parent %q source %q, want %s %s", child, cs.GetParentSession(), cs.GetBoundarySource(), prev, source)
+	}
+	j := g.journal(t, child)
+	if guardCountKind(j, "fak.session.provider_boundary.v1") != 1 {
+		t.Fatalf("child journal:\n%s", guardEventList(j))
+	}
+	e := guardFindEvent(j, "fak.session.provider_boundary.v1", "")
+	var fact map[string]string
+	if err := json.Unmarshal(e.GetData(), &fact); err != nil {
+		t.Fatalf("boundary fact %q: %v", e.GetData(), err)
+	}
+	want := map[string]string{"provider": provider, "source": source, "previous_session": prev, "new_provider_session_id": providerID}
+	for k, v := range want {
+		if fact[k] != v {
+			t.Fatalf("boundary fact %v, want %v", fact, want)
+		}
+	}
+	return child
+}
+
+// expectBudgetCarried charges the launch (no trace id): the charge lands on
+// the launch's current session at once and debits the envelope the launch
+// session started with.
+func (g *guardFleet) expectBudgetCarried(t *testing.T, launch, first, current string) {
+	t.Helper()
+	envelope := g.session(t, first).GetEnvelopeId()
+	if envelope == "" || g.session(t, current).GetEnvelopeId() != envelope {
+		t.Fatalf("envelope of %s is %q, of %s %q", first, envelope, current, g.session(t, current).GetEnvelopeId())
+	}
+	resp, err := g.lifecycle().RecordUsage(g.ctx(t), connect.NewRequest(&fakv1.RecordUsageRequest{
+		LaunchId: launch, Usage: &fakv1.Budget{Turns: 1, SpendMicros: 250, ToolCalls: 2},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Msg.GetSessionId() != current || resp.Msg.GetEnvelope().GetEnvelopeId() != envelope {
+		t.Fatalf("RecordUsage charged %s on envelope %s, want %s on %s", resp.Msg.GetSessionId(),
+			resp.Msg.GetEnvelope().GetEnvelopeId(), current, envelope)
+	}
+	if u := resp.Msg.GetEnvelope().GetUsed(); u.GetSpendMicros() != 250 || u.GetTurns() != 1 || u.GetToolCalls() != 2 {
+		t.Fatalf("envelope used = %v", u)
+	}
+}
+
+// guardRun is a finished `fak guard` run.
+type guardRun struct {
+	code                    int
+	stdout, stderr          string
+	launch, session, socket string
+}
+
+// expect checks the exit code and that neither the guard, the hooks nor
+// the fake provider complained.
+func (r guardRun) expect(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code || r.stderr != "" {
+		t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+// guardProc is a running `fak guard`.
+type guardProc struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+// start starts `fak guard --addr NODE --token T ARGS...` with the fakes and
+// fak on PATH.
+func (g *guardFleet) start(t *testing.T, env []string, args ...string) *guardProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	args = append([]string{"guard", "--addr", "http://" + g.n.APIAddr, "--token", testcluster.Token}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(g.bin, "fak"), args...)
+	cmd.Dir = t.TempDir()
+	// A session of its own, without a controlling terminal: signals reach
+	// the guard only from the test, which the guard then forwards.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = append(os.Environ(), "PATH="+g.bin+string(os.PathListSeparator)+g.fakes+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"FAK_GUARD_HOOK_TIMEOUT="+guardHookBudget,
+		// A race-built binary otherwise sleeps 1s at exit, every hook included;
+		// a race it reports lands on stderr, which the runs check.
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	cmd.Env = append(cmd.Env, env...)
+	p := &guardProc{cmd: cmd, lines: make(chan string, 1000), done: make(chan struct{})}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.stdout.WriteString(sc.Text() + "\n")
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+		io.Copy(io.Discard, out)
+	}()
+	return p
+}
+
+// waitFor waits for a stdout line (bounded).
+func (p *guardProc) waitFor(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if l == line {
+				return
+			}
+		case <-p.done:
+			t.Fatalf("the guard ended before printing %q:\n%s", line, p.stdout.String())
+		case <-deadline:
+			t.Fatalf("no %q from the guard within 60s", line)
+		}
+	}
+}
+
+func (p *guardProc) wait(t *testing.T) guardRun {
+	t.Helper()
+	<-p.done
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("fak guard: %v", err)
+	}
+	r := guardRun{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+	// The fakes print what the guard handed them: launch=… session=… socket=…
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if !strings.HasPrefix(line, "launch=") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "launch":
+				r.launch = v
+			case "session":
+				r.session = v
+			case "socket":
+				r.socket = v
+			}
+		}
+		break
+	}
+	return r
+}
+
+func (g *guardFleet) guard(t *testing.T, env []string, args ...string) guardRun {
+	t.Helper()
+	return g.start(t, env, args...).wait(t)
+}
+
+func (g *guardFleet) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (g *guardFleet) lifecycle() fakv1connect.LifecycleServiceClient {
+	return fakv1connect.NewLifecycleServiceClient(g.c.HTTPClient(), "http://"+g.n.APIAddr,
+		connect.WithInterceptors(apiclient.Bearer(testcluster.Token)))
+}
+
+func (g *guardFleet) describeLaunch(t *testing.T, id string) *fakv1.DescribeLaunchResponse {
+	t.Helper()
+	resp, err := g.lifecycle().DescribeLaunch(g.ctx(t), connect.NewRequest(&fakv1.DescribeLaunchRequest{LaunchId: id}))
+	if err != nil {
+		t.Fatalf("describe launch %s: %v", id, err)
+	}
+	return resp.Msg
+}
+
+func (g *guardFleet) session(t *testing.T, id string) *fakv1.Session {
+	t.Helper()
+	resp, err := g.c.Sessions(g.n).DescribeSession(g.ctx(t), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
+	if err != nil {
+		t.Fatalf("describe %s: %v", id, err)
+	}
+	return resp.Msg.GetSession()
+}
+
+func (g *guardFleet) lineage(t *testing.T, id string) *fakv1.GetLineageResponse {
+	t.Helper()
+	resp, err := g.c.Sessions(g.n).GetLineage(g.ctx(t), connect.NewRequest(&fakv1.GetLineageRequest{SessionId: id}))
+	if err != nil {
+		t.Fatalf("lineage of %s: %v", id, err)
+	}
+	return resp.Msg
+}
+
+func (g *guardFleet) journal(t *testing.T, id string) []*fakv1.Event {
+	t.Helper()
+	resp, err := g.c.Sessions(g.n).ReadEvents(g.ctx(t), connect.NewRequest(&fakv1.ReadEventsRequest{SessionId: id, Limit: 1000}))
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	return resp.Msg.GetEvents()
+}
+
+func guardCountKind(events []*fakv1.Event, kind string) int {
+	n := 0
+	for _, e := range events {
+		if e.GetKind() == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// guardFindEvent is the first event of kind whose data or text mentions what.
+func guardFindEvent(events []*fakv1.Event, kind, what string) *fakv1.Event {
+	for _, e := range events {
+		if e.GetKind() == kind && (strings.Contains(string(e.GetData()), what) || strings.Contains(e.GetText(), what)) {
+			return e
+		}
+	}
+	return nil
+}
+
+func guardEventList(events []*fakv1.Event) string {
+	var b strings.Builder
+	for _, e := range events {
+		fmt.Fprintf(&b, "#%d %s %q %s\n", e.GetSeq(), e.GetKind(), e.GetText(), e.GetData())
+	}
+	return b.String()
+}
+
+func guardWriteJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// guardWriteFIFO writes one line to a FIFO whose reader is (about to be) open,
+// without hanging the test if the reader is gone.
+func guardWriteFIFO(t *testing.T, path string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- os.WriteFile(path, []byte("go\n"), 0o600) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("nobody read the FIFO within 60s")
+	}
+}
+
+func guardSignalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
+}
+
+// guardNeedTools skips without the fake providers' tools, except in CI.
+func guardNeedTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is required by the fake providers: %v", tool, err)
+			}
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+}
+
+// guardBuildFak builds the fak binary into a fresh directory, with -race
+// when the test runs with it (sharing the build cache of the test itself).
+func guardBuildFak(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", filepath.Join(dir, "fak")}
+	if guardRace {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/fak-dev/fak/cmd/fak")
+	start := time.Now()
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("built fak in %s (race=%v)", time.Since(start).Round(time.Millisecond), guardRace)
+	return dir
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package main
+
+// guardRace: the test binary runs without the race detector.
+const guardRace = false
