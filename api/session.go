@@ -172,19 +172,26 @@ func (h *sessionHandler) WatchEvents(ctx context.Context, req *connect.Request[f
 	after := m.AfterSeq
 	heartbeat := time.NewTicker(watchHeartbeat)
 	defer heartbeat.Stop()
+	// Answer at once, even when there is nothing to replay: clients learn
+	// the stream is open (its headers flush with the first message) instead
+	// of waiting up to a heartbeat on a quiet session.
+	opened := false
 	for {
 		changed := h.s.fsm.Changed()
 		events, _, err := h.s.fsm.Events(m.SessionId, after+1, maxPageSize)
 		if err != nil {
 			return toConnectError(err)
 		}
-		if len(events) > 0 {
+		if len(events) > 0 || !opened {
+			opened = true
 			if err := stream.Send(&fakv1.WatchEventsResponse{Events: eventsToAPI(events)}); err != nil {
 				return err
 			}
-			after = events[len(events)-1].Seq
 			heartbeat.Reset(watchHeartbeat)
-			continue
+			if len(events) > 0 {
+				after = events[len(events)-1].Seq
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
