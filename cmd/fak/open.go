@@ -569,7 +569,7 @@ func (o *opener) interactive(ctx context.Context, lines <-chan string) error {
 				// Cleared or renewed by another client or the provider: the
 				// conversation continues in the child.
 				how := joinNonEmpty(" ", o.tr.childSource, "of", o.conn.sessionID)
-				o.out.notice("%s was stopped (%s) by another client; following its child", o.conn.sessionID, singleLine(o.tr.stopReason))
+				o.out.notice("%s was stopped elsewhere (%s) and continues as %s; following it", o.conn.sessionID, singleLine(o.tr.stopReason), o.tr.child)
 				if err := o.follow(ctx, o.tr.child, how); err != nil {
 					return err
 				}

@@ -655,7 +655,7 @@ CONTROLS
 			t.Fatal(err)
 		}
 		cleared := resp.Msg.GetBoundary().GetSession().GetSessionId()
-		wait("following a clear by another client", `(?m)^-- `+renewed+` was stopped \(USER_CLEAR\) by another client; following its child\n(?:#\d+ .*\n)*-- now in `+cleared+` \(clear of `+renewed+`\)$`)
+		wait("following a clear by another client", `(?m)^-- `+renewed+` was stopped elsewhere \(USER_CLEAR\) and continues as `+cleared+`; following it\n(?:#\d+ .*\n)*-- now in `+cleared+` \(clear of `+renewed+`\)$`)
 		wait("attached to the cleared session's child", `(?s)-- now in `+cleared+`.*\n#5 lease taken by terminal you\n`)
 		fmt.Fprintln(typing, "/help")
 		wait("the help", `(?m)^-- .*/fresh, /reset, /clear, /new, /fork \[SEQ\] the session; `)
