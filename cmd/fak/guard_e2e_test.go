@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,13 +75,29 @@ func (g *guardFleet) testClaude(t *testing.T) {
 	user := filepath.Join(dir, "user-settings.json")
 	guardWriteJSON(t, user, map[string]any{"hooks": map[string]any{"SessionStart": []any{map[string]any{
 		"matcher": "startup", "hooks": []any{map[string]any{"type": "command", "command": "cat >> " + marker}}}}}})
-	run := g.guard(t, nil, "--provider", "claude", "--", "fake-claude", "--settings", user,
-		"start:startup:A", "end:clear:A", "start:clear:B", "start:clear:B",
+	fifo := filepath.Join(dir, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := g.start(t, nil, "--provider", "claude", "--", "fake-claude", "--settings", user,
+		"start:startup:A", "end:clear:A", "start:clear:B", "wait:"+fifo, "start:clear:B",
 		"start:compact:B", "end:resume:B", "start:resume:X", "end:prompt_input_exit:X", "exit:3")
+	p.waitFor(t, "waiting")
+	// The moment the clear's hook has returned, the launch's default is the
+	// child: a charge without a trace id lands there.
+	mid := p.info()
+	s0 := mid.session
+	s1 := g.expectOneBoundary(t, mid.launch, s0, "claude", "clear", "B")
+	if l := g.describeLaunch(t, mid.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "B" {
+		t.Fatalf("right after the clear the launch is %v, want default %s bound to B", l, s1)
+	}
+	g.expectBudgetCarried(t, mid.launch, s0, s1)
+	guardWriteFIFO(t, fifo)
+	run := p.wait(t)
 	run.expect(t, 3)
-
-	s0 := run.session
-	s1 := g.expectOneBoundary(t, run.launch, s0, "claude", "clear", "B")
+	if got := g.expectOneBoundary(t, run.launch, s0, "claude", "clear", "B"); got != s1 {
+		t.Fatalf("the redelivered clear moved the launch to %s", got)
+	}
 	// compact and resume kept the session.
 	l := g.describeLaunch(t, run.launch)
 	if l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "X" {
@@ -103,7 +120,6 @@ func (g *guardFleet) testClaude(t *testing.T) {
 	if e := guardFindEvent(j0, "provider.session_end", "clear"); e == nil {
 		t.Errorf("the SessionEnd(clear) audit event is missing from the old session:\n%s", guardEventList(j0))
 	}
-	g.expectBudgetCarried(t, run.launch, s0, s1)
 	// The user's SessionStart hook (matcher startup) ran once, next to ours.
 	if b, err := os.ReadFile(marker); err != nil || strings.Count(string(b), `"source":"startup"`) != 1 {
 		t.Fatalf("the user's --settings hook: %v %q", err, b)
@@ -156,6 +172,9 @@ func (g *guardFleet) testGemini(t *testing.T) {
 
 	s0 := run.session
 	s1 := g.expectOneBoundary(t, run.launch, s0, "gemini", "clear", "G2")
+	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "G2" {
+		t.Fatalf("launch = %v, want default %s bound to G2", l, s1)
+	}
 	if e := guardFindEvent(g.journal(t, s0), "provider.session_end", "clear"); e == nil {
 		t.Error("the SessionEnd(clear) audit event is missing from the old session")
 	}
@@ -179,7 +198,11 @@ func (g *guardFleet) testGeneric(t *testing.T) {
 	if !strings.Contains(run.stdout, "rundir-mode=700 socket-mode=600") {
 		t.Errorf("run directory and socket modes: %q", run.stdout)
 	}
-	g.expectOneBoundary(t, run.launch, run.session, "mytool", "clear", "T2")
+	s1 := g.expectOneBoundary(t, run.launch, run.session, "mytool", "clear", "T2")
+	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "T2" {
+		t.Fatalf("launch = %v, want default %s bound to T2", l, s1)
+	}
+	g.expectBudgetCarried(t, run.launch, run.session, s1)
 	if _, err := os.Stat(filepath.Dir(run.socket)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the run directory %s outlived the guard: %v", filepath.Dir(run.socket), err)
 	}
@@ -355,7 +378,8 @@ func (r guardRun) expect(t *testing.T, code int) {
 type guardProc struct {
 	cmd    *exec.Cmd
 	lines  chan string
-	stdout bytes.Buffer
+	mu     sync.Mutex
+	stdout bytes.Buffer // under mu
 	stderr bytes.Buffer
 	done   chan struct{}
 }
@@ -391,7 +415,9 @@ func (g *guardFleet) start(t *testing.T, env []string, args ...string) *guardPro
 		defer close(p.done)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			p.mu.Lock()
 			p.stdout.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			select {
 			case p.lines <- sc.Text():
 			default:
@@ -413,7 +439,7 @@ func (p *guardProc) waitFor(t *testing.T, line string) {
 				return
 			}
 		case <-p.done:
-			t.Fatalf("the guard ended before printing %q:\n%s", line, p.stdout.String())
+			t.Fatalf("the guard ended before printing %q:\n%s", line, p.info().stdout)
 		case <-deadline:
 			t.Fatalf("no %q from the guard within 60s", line)
 		}
@@ -428,7 +454,18 @@ func (p *guardProc) wait(t *testing.T) guardRun {
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("fak guard: %v", err)
 	}
-	r := guardRun{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+	return parseGuardRun(p.cmd.ProcessState.ExitCode(), p.stdout.String(), p.stderr.String())
+}
+
+// info is what the child printed so far (launch, session, socket).
+func (p *guardProc) info() guardRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return parseGuardRun(-1, p.stdout.String(), "")
+}
+
+func parseGuardRun(code int, stdout, stderr string) guardRun {
+	r := guardRun{code: code, stdout: stdout, stderr: stderr}
 	// The fakes print what the guard handed them: launch=… session=… socket=…
 	for _, line := range strings.Split(r.stdout, "\n") {
 		if !strings.HasPrefix(line, "launch=") {
