@@ -87,7 +87,7 @@ func (g *guardFleet) testClaude(t *testing.T) {
 	// child: a charge without a trace id lands there.
 	mid := p.info()
 	s0 := mid.session
-	s1 := g.expectOneBoundary(t, mid.launch, s0, "claude", "clear", "B")
+	s1 := g.expectOneBoundary(t, s0, "claude", "clear", "B")
 	if l := g.describeLaunch(t, mid.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "B" {
 		t.Fatalf("right after the clear the launch is %v, want default %s bound to B", l, s1)
 	}
@@ -95,7 +95,7 @@ func (g *guardFleet) testClaude(t *testing.T) {
 	guardWriteFIFO(t, fifo)
 	run := p.wait(t)
 	run.expect(t, 3)
-	if got := g.expectOneBoundary(t, run.launch, s0, "claude", "clear", "B"); got != s1 {
+	if got := g.expectOneBoundary(t, s0, "claude", "clear", "B"); got != s1 {
 		t.Fatalf("the redelivered clear moved the launch to %s", got)
 	}
 	// compact and resume kept the session.
@@ -138,8 +138,8 @@ func (g *guardFleet) testCodex(t *testing.T) {
 	if n := guardCountKind(g.journal(t, s0), "provider.bound"); n != 1 {
 		t.Errorf("%d provider.bound events, want 1 (the repeated startup is a no-op)", n)
 	}
-	s1 := g.expectOneBoundary(t, run.launch, s0, "codex", "new", "B")
-	s2 := g.expectOneBoundary(t, run.launch, s1, "codex", "clear", "C")
+	s1 := g.expectOneBoundary(t, s0, "codex", "new", "B")
+	s2 := g.expectOneBoundary(t, s1, "codex", "clear", "C")
 	l := g.describeLaunch(t, run.launch)
 	if l.GetDefaultSession() != s2 || l.GetProviderSessionId() != "C" {
 		t.Fatalf("launch = %v, want default %s bound to C", l, s2)
@@ -171,7 +171,7 @@ func (g *guardFleet) testGemini(t *testing.T) {
 	run.expect(t, 0)
 
 	s0 := run.session
-	s1 := g.expectOneBoundary(t, run.launch, s0, "gemini", "clear", "G2")
+	s1 := g.expectOneBoundary(t, s0, "gemini", "clear", "G2")
 	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "G2" {
 		t.Fatalf("launch = %v, want default %s bound to G2", l, s1)
 	}
@@ -198,7 +198,7 @@ func (g *guardFleet) testGeneric(t *testing.T) {
 	if !strings.Contains(run.stdout, "rundir-mode=700 socket-mode=600") {
 		t.Errorf("run directory and socket modes: %q", run.stdout)
 	}
-	s1 := g.expectOneBoundary(t, run.launch, run.session, "mytool", "clear", "T2")
+	s1 := g.expectOneBoundary(t, run.session, "mytool", "clear", "T2")
 	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != s1 || l.GetProviderSessionId() != "T2" {
 		t.Fatalf("launch = %v, want default %s bound to T2", l, s1)
 	}
@@ -293,7 +293,7 @@ func (g *guardFleet) testClusterStopped(t *testing.T) {
 // prev is STOPPED with reason PROVIDER_SESSION_CLEAR and still readable, its
 // only child starts with the provider-boundary event, and it returns the
 // child's id.
-func (g *guardFleet) expectOneBoundary(t *testing.T, launch, prev, provider, source, providerID string) string {
+func (g *guardFleet) expectOneBoundary(t *testing.T, prev, provider, source, providerID string) string {
 	t.Helper()
 	s := g.session(t, prev)
 	if s.GetState() != fakv1.SessionState_SESSION_STATE_STOPPED || s.GetStopReason() != "PROVIDER_SESSION_CLEAR" {
