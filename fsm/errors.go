@@ -26,6 +26,10 @@ const (
 	ReasonNoPendingApproval  Reason = "NO_PENDING_APPROVAL"
 	ReasonTurnOrder          Reason = "TURN_ORDER"
 	ReasonBudgetExhausted    Reason = "BUDGET_EXHAUSTED"
+	// Moves (DESIGN.md §8).
+	ReasonMoveState      Reason = "MOVE_STATE" // a transition not allowed from the move's state
+	ReasonMoveUnsafe     Reason = "MOVE_UNSAFE"
+	ReasonDigestMismatch Reason = "DIGEST_MISMATCH"
 )
 
 // Error is a domain error produced by Apply or a read. It travels through

@@ -137,6 +137,7 @@ type applier struct {
 	envs     *bolt.Bucket
 	launches *bolt.Bucket
 	lineage  *bolt.Bucket
+	nodes    *bolt.Bucket
 }
 
 // appendFillPercent: journal chunks are appended at the end of their
@@ -156,6 +157,7 @@ func newApplier(tx *bolt.Tx) *applier {
 		envs:     tx.Bucket(bucketEnvelopes),
 		launches: tx.Bucket(bucketLaunches),
 		lineage:  tx.Bucket(bucketLineage),
+		nodes:    tx.Bucket(bucketNodes),
 	}
 	a.journal.FillPercent = appendFillPercent
 	a.requests.FillPercent = appendFillPercent
@@ -258,6 +260,22 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.providerSessionStart(c, body.ProviderSessionStart)
 	case *fsmpb.Command_ProviderSessionEnd:
 		r, err = a.providerSessionEnd(c, body.ProviderSessionEnd)
+	case *fsmpb.Command_RegisterNode:
+		r, err = a.registerNode(c, body.RegisterNode)
+	case *fsmpb.Command_SetDraining:
+		r, err = a.setDraining(c, body.SetDraining)
+	case *fsmpb.Command_RequestMove:
+		r, err = a.requestMove(c, body.RequestMove)
+	case *fsmpb.Command_MoveCheckpoint:
+		r, err = a.moveCheckpoint(c, body.MoveCheckpoint)
+	case *fsmpb.Command_MoveAdmit:
+		r, err = a.moveAdmit(c, body.MoveAdmit)
+	case *fsmpb.Command_MoveRestore:
+		r, err = a.moveRestore(c, body.MoveRestore)
+	case *fsmpb.Command_MoveCutover:
+		r, err = a.moveCutover(c, body.MoveCutover)
+	case *fsmpb.Command_MoveFail:
+		r, err = a.moveFail(c, body.MoveFail)
 	default:
 		err = errorf(ReasonInvalidArgument, "unknown command")
 	}

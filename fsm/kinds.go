@@ -25,6 +25,14 @@ const (
 	KindBudgetExhausted  = "budget.exhausted"
 	KindSessionForked    = "session.forked"
 
+	KindMoveRequested    = "move.requested"
+	KindMoveCheckpointed = "move.checkpointed"
+	KindMoveAdmitted     = "move.admitted"
+	KindMoveRestored     = "move.restored"
+	KindMoveCutover      = "move.cutover"
+	KindMoveFailed       = "move.failed"
+	KindMoveUnsafe       = "move.unsafe"
+
 	KindTurnStarted       = "turn.started"
 	KindOutput            = "output"
 	KindTurnCompleted     = "turn.completed"
@@ -54,6 +62,13 @@ var systemKinds = map[string]bool{
 	KindBudgetCharged:    true,
 	KindBudgetExhausted:  true,
 	KindSessionForked:    true,
+	KindMoveRequested:    true,
+	KindMoveCheckpointed: true,
+	KindMoveAdmitted:     true,
+	KindMoveRestored:     true,
+	KindMoveCutover:      true,
+	KindMoveFailed:       true,
+	KindMoveUnsafe:       true,
 }
 
 // runnerKinds are written by the runner of the current epoch (RunnerAppend).

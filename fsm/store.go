@@ -22,11 +22,12 @@ var (
 	bucketLaunches    = []byte("launches")  // launch_id → fsmpb.Launch
 	// parent_session 0x00 child_session → fsmpb.LineageEdge
 	bucketLineage = []byte("lineage")
+	bucketNodes   = []byte("nodes") // node name → fsmpb.NodeRecord
 
 	keyAppliedIndex = []byte("applied_index")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage}
+var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage, bucketNodes}
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //

@@ -106,6 +106,14 @@ type Command struct {
 	//	*Command_BindLaunch
 	//	*Command_ProviderSessionStart
 	//	*Command_ProviderSessionEnd
+	//	*Command_RegisterNode
+	//	*Command_SetDraining
+	//	*Command_RequestMove
+	//	*Command_MoveCheckpoint
+	//	*Command_MoveAdmit
+	//	*Command_MoveRestore
+	//	*Command_MoveCutover
+	//	*Command_MoveFail
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -342,6 +350,78 @@ func (x *Command) GetProviderSessionEnd() *ProviderSessionEnd {
 	return nil
 }
 
+func (x *Command) GetRegisterNode() *RegisterNode {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RegisterNode); ok {
+			return x.RegisterNode
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetDraining() *SetDraining {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetDraining); ok {
+			return x.SetDraining
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRequestMove() *RequestMove {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RequestMove); ok {
+			return x.RequestMove
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMoveCheckpoint() *MoveCheckpoint {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveCheckpoint); ok {
+			return x.MoveCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMoveAdmit() *MoveAdmit {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveAdmit); ok {
+			return x.MoveAdmit
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMoveRestore() *MoveRestore {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveRestore); ok {
+			return x.MoveRestore
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMoveCutover() *MoveCutover {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveCutover); ok {
+			return x.MoveCutover
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMoveFail() *MoveFail {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveFail); ok {
+			return x.MoveFail
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -426,6 +506,38 @@ type Command_ProviderSessionEnd struct {
 	ProviderSessionEnd *ProviderSessionEnd `protobuf:"bytes,29,opt,name=provider_session_end,json=providerSessionEnd,proto3,oneof"`
 }
 
+type Command_RegisterNode struct {
+	RegisterNode *RegisterNode `protobuf:"bytes,30,opt,name=register_node,json=registerNode,proto3,oneof"`
+}
+
+type Command_SetDraining struct {
+	SetDraining *SetDraining `protobuf:"bytes,31,opt,name=set_draining,json=setDraining,proto3,oneof"`
+}
+
+type Command_RequestMove struct {
+	RequestMove *RequestMove `protobuf:"bytes,32,opt,name=request_move,json=requestMove,proto3,oneof"`
+}
+
+type Command_MoveCheckpoint struct {
+	MoveCheckpoint *MoveCheckpoint `protobuf:"bytes,33,opt,name=move_checkpoint,json=moveCheckpoint,proto3,oneof"`
+}
+
+type Command_MoveAdmit struct {
+	MoveAdmit *MoveAdmit `protobuf:"bytes,34,opt,name=move_admit,json=moveAdmit,proto3,oneof"`
+}
+
+type Command_MoveRestore struct {
+	MoveRestore *MoveRestore `protobuf:"bytes,35,opt,name=move_restore,json=moveRestore,proto3,oneof"`
+}
+
+type Command_MoveCutover struct {
+	MoveCutover *MoveCutover `protobuf:"bytes,36,opt,name=move_cutover,json=moveCutover,proto3,oneof"`
+}
+
+type Command_MoveFail struct {
+	MoveFail *MoveFail `protobuf:"bytes,37,opt,name=move_fail,json=moveFail,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -466,6 +578,919 @@ func (*Command_ProviderSessionStart) isCommand_Body() {}
 
 func (*Command_ProviderSessionEnd) isCommand_Body() {}
 
+func (*Command_RegisterNode) isCommand_Body() {}
+
+func (*Command_SetDraining) isCommand_Body() {}
+
+func (*Command_RequestMove) isCommand_Body() {}
+
+func (*Command_MoveCheckpoint) isCommand_Body() {}
+
+func (*Command_MoveAdmit) isCommand_Body() {}
+
+func (*Command_MoveRestore) isCommand_Body() {}
+
+func (*Command_MoveCutover) isCommand_Body() {}
+
+func (*Command_MoveFail) isCommand_Body() {}
+
+// NodeRecord is what a node offers to host execution epochs (DESIGN.md §8).
+type NodeRecord struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ApiAddr  string                 `protobuf:"bytes,2,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// Sorted by key (repeated, not a map: maps do not marshal
+	// deterministically).
+	Labels          []*Label `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	RuntimeAdapters []string `protobuf:"bytes,5,rep,name=runtime_adapters,json=runtimeAdapters,proto3" json:"runtime_adapters,omitempty"`
+	Providers       []string `protobuf:"bytes,6,rep,name=providers,proto3" json:"providers,omitempty"`
+	Models          []string `protobuf:"bytes,7,rep,name=models,proto3" json:"models,omitempty"`
+	// Account refs the node can resolve (names only, never secrets).
+	AccountRefs     []string `protobuf:"bytes,8,rep,name=account_refs,json=accountRefs,proto3" json:"account_refs,omitempty"`
+	Capacity        uint32   `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"` // max sessions hosted; 0 = unlimited
+	Draining        bool     `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
+	UpdatedUnixNano int64    `protobuf:"varint,11,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NodeRecord) Reset() {
+	*x = NodeRecord{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRecord) ProtoMessage() {}
+
+func (x *NodeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
+func (*NodeRecord) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NodeRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetRuntimeAdapters() []string {
+	if x != nil {
+		return x.RuntimeAdapters
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetProviders() []string {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetAccountRefs() []string {
+	if x != nil {
+		return x.AccountRefs
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *NodeRecord) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *NodeRecord) GetUpdatedUnixNano() int64 {
+	if x != nil {
+		return x.UpdatedUnixNano
+	}
+	return 0
+}
+
+type Label struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Label) Reset() {
+	*x = Label{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Label) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Label) ProtoMessage() {}
+
+func (x *Label) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Label.ProtoReflect.Descriptor instead.
+func (*Label) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Label) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Label) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// RegisterNode upserts a node record (the draining flag is kept: it is set
+// only by SetDraining).
+type RegisterNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *NodeRecord            `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNode) Reset() {
+	*x = RegisterNode{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNode) ProtoMessage() {}
+
+func (x *RegisterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
+func (*RegisterNode) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RegisterNode) GetNode() *NodeRecord {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+type SetDraining struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Draining      bool                   `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetDraining) Reset() {
+	*x = SetDraining{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetDraining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetDraining) ProtoMessage() {}
+
+func (x *SetDraining) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetDraining.ProtoReflect.Descriptor instead.
+func (*SetDraining) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetDraining) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SetDraining) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+// RequestMove opens a move: RUNNING -> SAFE_POINT_REQUESTED.
+type RequestMove struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId    string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	// The requested placement; empty fields keep the current ones, an empty
+	// node lets the controller choose (least loaded admitted node).
+	Target                *Placement `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	SafePointTimeoutNanos int64      `protobuf:"varint,4,opt,name=safe_point_timeout_nanos,json=safePointTimeoutNanos,proto3" json:"safe_point_timeout_nanos,omitempty"`
+	AcceptDegradation     bool       `protobuf:"varint,5,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
+	// operator, drain or recovery. A recovery move checkpoints without a
+	// safe point (the source is gone).
+	Cause         string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestMove) Reset() {
+	*x = RequestMove{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestMove) ProtoMessage() {}
+
+func (x *RequestMove) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestMove.ProtoReflect.Descriptor instead.
+func (*RequestMove) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RequestMove) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RequestMove) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *RequestMove) GetTarget() *Placement {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RequestMove) GetSafePointTimeoutNanos() int64 {
+	if x != nil {
+		return x.SafePointTimeoutNanos
+	}
+	return 0
+}
+
+func (x *RequestMove) GetAcceptDegradation() bool {
+	if x != nil {
+		return x.AcceptDegradation
+	}
+	return false
+}
+
+func (x *RequestMove) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+// MoveCheckpoint: SAFE_POINT_REQUESTED -> CHECKPOINTED.
+type MoveCheckpoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	SourceEpoch   uint64                 `protobuf:"varint,3,opt,name=source_epoch,json=sourceEpoch,proto3" json:"source_epoch,omitempty"`
+	CheckpointSeq uint64                 `protobuf:"varint,4,opt,name=checkpoint_seq,json=checkpointSeq,proto3" json:"checkpoint_seq,omitempty"`
+	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveCheckpoint) Reset() {
+	*x = MoveCheckpoint{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveCheckpoint) ProtoMessage() {}
+
+func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveCheckpoint.ProtoReflect.Descriptor instead.
+func (*MoveCheckpoint) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MoveCheckpoint) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveCheckpoint) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *MoveCheckpoint) GetSourceEpoch() uint64 {
+	if x != nil {
+		return x.SourceEpoch
+	}
+	return 0
+}
+
+func (x *MoveCheckpoint) GetCheckpointSeq() uint64 {
+	if x != nil {
+		return x.CheckpointSeq
+	}
+	return 0
+}
+
+func (x *MoveCheckpoint) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// MoveAdmit: CHECKPOINTED -> DESTINATION_ADMITTED.
+type MoveAdmit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	Placement     *Placement             `protobuf:"bytes,3,opt,name=placement,proto3" json:"placement,omitempty"`     // the admitted placement, node set
+	Checks        []string               `protobuf:"bytes,4,rep,name=checks,proto3" json:"checks,omitempty"`           // the checks that passed
+	Degradation   []string               `protobuf:"bytes,5,rep,name=degradation,proto3" json:"degradation,omitempty"` // disclosed (and accepted) degradation
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveAdmit) Reset() {
+	*x = MoveAdmit{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveAdmit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveAdmit) ProtoMessage() {}
+
+func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveAdmit.ProtoReflect.Descriptor instead.
+func (*MoveAdmit) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MoveAdmit) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveAdmit) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *MoveAdmit) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *MoveAdmit) GetChecks() []string {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *MoveAdmit) GetDegradation() []string {
+	if x != nil {
+		return x.Degradation
+	}
+	return nil
+}
+
+// MoveRestore: DESTINATION_ADMITTED -> RESTORED (by the destination runner
+// after verifying the digest on its own replica).
+type MoveRestore struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	NewEpoch      uint64                 `protobuf:"varint,3,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
+	Digest        string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveRestore) Reset() {
+	*x = MoveRestore{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRestore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRestore) ProtoMessage() {}
+
+func (x *MoveRestore) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRestore.ProtoReflect.Descriptor instead.
+func (*MoveRestore) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MoveRestore) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveRestore) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *MoveRestore) GetNewEpoch() uint64 {
+	if x != nil {
+		return x.NewEpoch
+	}
+	return 0
+}
+
+func (x *MoveRestore) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// MoveCutover: RESTORED -> CUTOVER_COMMITTED: the new epoch is current.
+type MoveCutover struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveCutover) Reset() {
+	*x = MoveCutover{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveCutover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveCutover) ProtoMessage() {}
+
+func (x *MoveCutover) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
+func (*MoveCutover) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MoveCutover) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveCutover) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+// MoveFail ends an open move before cutover; the source stays current.
+type MoveFail struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId    string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// MOVE_UNSAFE (no safe point in time) instead of MOVE_FAILED.
+	Unsafe        bool `protobuf:"varint,4,opt,name=unsafe,proto3" json:"unsafe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveFail) Reset() {
+	*x = MoveFail{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveFail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveFail) ProtoMessage() {}
+
+func (x *MoveFail) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
+func (*MoveFail) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MoveFail) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MoveFail) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *MoveFail) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *MoveFail) GetUnsafe() bool {
+	if x != nil {
+		return x.Unsafe
+	}
+	return false
+}
+
+// Move is a session's open move, or its last finished one.
+type Move struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	MoveId string                 `protobuf:"bytes,1,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	// SAFE_POINT_REQUESTED, CHECKPOINTED, DESTINATION_ADMITTED, RESTORED,
+	// CUTOVER_COMMITTED, MOVE_FAILED, MOVE_UNSAFE
+	State                 string     `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Cause                 string     `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`
+	Target                *Placement `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	Admitted              *Placement `protobuf:"bytes,5,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	SourceNode            string     `protobuf:"bytes,6,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
+	SourceEpoch           uint64     `protobuf:"varint,7,opt,name=source_epoch,json=sourceEpoch,proto3" json:"source_epoch,omitempty"`
+	CheckpointSeq         uint64     `protobuf:"varint,8,opt,name=checkpoint_seq,json=checkpointSeq,proto3" json:"checkpoint_seq,omitempty"`
+	Digest                string     `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`
+	NewEpoch              uint64     `protobuf:"varint,10,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
+	Reason                string     `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"` // failure reason
+	Phase                 string     `protobuf:"bytes,12,opt,name=phase,proto3" json:"phase,omitempty"`   // the state a failure happened in
+	RequestedUnixNano     int64      `protobuf:"varint,13,opt,name=requested_unix_nano,json=requestedUnixNano,proto3" json:"requested_unix_nano,omitempty"`
+	StateUnixNano         int64      `protobuf:"varint,14,opt,name=state_unix_nano,json=stateUnixNano,proto3" json:"state_unix_nano,omitempty"` // when the current state was entered
+	SafePointTimeoutNanos int64      `protobuf:"varint,15,opt,name=safe_point_timeout_nanos,json=safePointTimeoutNanos,proto3" json:"safe_point_timeout_nanos,omitempty"`
+	AcceptDegradation     bool       `protobuf:"varint,16,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
+	Degradation           []string   `protobuf:"bytes,17,rep,name=degradation,proto3" json:"degradation,omitempty"`
+	Checks                []string   `protobuf:"bytes,18,rep,name=checks,proto3" json:"checks,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *Move) Reset() {
+	*x = Move{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Move) ProtoMessage() {}
+
+func (x *Move) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Move.ProtoReflect.Descriptor instead.
+func (*Move) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Move) GetMoveId() string {
+	if x != nil {
+		return x.MoveId
+	}
+	return ""
+}
+
+func (x *Move) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Move) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *Move) GetTarget() *Placement {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Move) GetAdmitted() *Placement {
+	if x != nil {
+		return x.Admitted
+	}
+	return nil
+}
+
+func (x *Move) GetSourceNode() string {
+	if x != nil {
+		return x.SourceNode
+	}
+	return ""
+}
+
+func (x *Move) GetSourceEpoch() uint64 {
+	if x != nil {
+		return x.SourceEpoch
+	}
+	return 0
+}
+
+func (x *Move) GetCheckpointSeq() uint64 {
+	if x != nil {
+		return x.CheckpointSeq
+	}
+	return 0
+}
+
+func (x *Move) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Move) GetNewEpoch() uint64 {
+	if x != nil {
+		return x.NewEpoch
+	}
+	return 0
+}
+
+func (x *Move) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Move) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *Move) GetRequestedUnixNano() int64 {
+	if x != nil {
+		return x.RequestedUnixNano
+	}
+	return 0
+}
+
+func (x *Move) GetStateUnixNano() int64 {
+	if x != nil {
+		return x.StateUnixNano
+	}
+	return 0
+}
+
+func (x *Move) GetSafePointTimeoutNanos() int64 {
+	if x != nil {
+		return x.SafePointTimeoutNanos
+	}
+	return 0
+}
+
+func (x *Move) GetAcceptDegradation() bool {
+	if x != nil {
+		return x.AcceptDegradation
+	}
+	return false
+}
+
+func (x *Move) GetDegradation() []string {
+	if x != nil {
+		return x.Degradation
+	}
+	return nil
+}
+
+func (x *Move) GetChecks() []string {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
 // round) carries many of them.
@@ -478,7 +1503,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +1515,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +1528,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -530,7 +1555,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +1567,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +1580,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -607,7 +1632,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +1644,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +1657,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -684,7 +1709,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +1721,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +1734,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -767,7 +1792,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +1804,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1817,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -879,7 +1904,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1916,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1929,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -947,7 +1972,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1984,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1997,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -1001,7 +2026,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +2038,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +2051,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -1061,7 +2086,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +2098,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +2111,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -1138,7 +2163,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +2175,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +2188,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -1206,7 +2231,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +2243,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +2256,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -1272,7 +2297,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +2309,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +2322,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -1349,7 +2374,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +2386,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +2399,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -1432,7 +2457,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +2469,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +2482,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -1523,7 +2548,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +2560,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +2573,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -1600,7 +2625,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +2637,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +2650,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -1679,7 +2704,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +2716,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +2729,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -1768,7 +2793,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2805,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2818,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -1830,7 +2855,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2867,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2880,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -1891,7 +2916,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2928,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2941,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -1958,7 +2983,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2995,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +3008,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -2021,7 +3046,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +3058,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +3071,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -2083,7 +3108,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +3120,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +3133,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -2153,7 +3178,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +3190,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +3203,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -2230,7 +3255,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +3267,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +3280,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -2292,7 +3317,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +3329,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +3342,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -2352,7 +3377,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +3389,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +3402,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EventInput) GetKind() string {
@@ -2411,7 +3436,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +3448,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +3461,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -2465,6 +3490,7 @@ type Result struct {
 	//	*Result_Attachment
 	//	*Result_Envelope
 	//	*Result_Boundary
+	//	*Result_Node
 	Body isResult_Body `protobuf_oneof:"body"`
 	// Set when the command changed nothing because it had already happened
 	// (an approval answered twice, a lease released twice).
@@ -2475,7 +3501,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +3513,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +3526,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Result) GetError() *Error {
@@ -2562,6 +3588,15 @@ func (x *Result) GetBoundary() *Boundary {
 	return nil
 }
 
+func (x *Result) GetNode() *NodeRecord {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Node); ok {
+			return x.Node
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetNoOp() bool {
 	if x != nil {
 		return x.NoOp
@@ -2593,6 +3628,10 @@ type Result_Boundary struct {
 	Boundary *Boundary `protobuf:"bytes,14,opt,name=boundary,proto3,oneof"`
 }
 
+type Result_Node struct {
+	Node *NodeRecord `protobuf:"bytes,15,opt,name=node,proto3,oneof"`
+}
+
 func (*Result_Session) isResult_Body() {}
 
 func (*Result_Append) isResult_Body() {}
@@ -2602,6 +3641,8 @@ func (*Result_Attachment) isResult_Body() {}
 func (*Result_Envelope) isResult_Body() {}
 
 func (*Result_Boundary) isResult_Body() {}
+
+func (*Result_Node) isResult_Body() {}
 
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2617,7 +3658,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +3670,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +3683,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Error) GetReason() string {
@@ -2677,7 +3718,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +3730,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +3743,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -2768,15 +3809,18 @@ type Session struct {
 	ForkAddress    uint64 `protobuf:"varint,25,opt,name=fork_address,json=forkAddress,proto3" json:"fork_address,omitempty"`
 	BoundarySource string `protobuf:"bytes,26,opt,name=boundary_source,json=boundarySource,proto3" json:"boundary_source,omitempty"` // clear, new, fork ("" for a root)
 	// Seq of the last reset_boundary (0: none): context rebuilds after it.
-	ResetSeq      uint64 `protobuf:"varint,27,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
-	Resets        uint64 `protobuf:"varint,28,opt,name=resets,proto3" json:"resets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResetSeq uint64 `protobuf:"varint,27,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
+	Resets   uint64 `protobuf:"varint,28,opt,name=resets,proto3" json:"resets,omitempty"`
+	// The open move, or the last finished one.
+	Move           *Move  `protobuf:"bytes,29,opt,name=move,proto3" json:"move,omitempty"`
+	MovesCompleted uint64 `protobuf:"varint,30,opt,name=moves_completed,json=movesCompleted,proto3" json:"moves_completed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3832,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3845,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Session) GetSessionId() string {
@@ -3000,6 +4044,20 @@ func (x *Session) GetResets() uint64 {
 	return 0
 }
 
+func (x *Session) GetMove() *Move {
+	if x != nil {
+		return x.Move
+	}
+	return nil
+}
+
+func (x *Session) GetMovesCompleted() uint64 {
+	if x != nil {
+		return x.MovesCompleted
+	}
+	return 0
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
@@ -3013,7 +4071,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +4083,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +4096,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -3089,7 +4147,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +4159,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +4172,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -3170,7 +4228,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +4240,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +4253,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -3277,7 +4335,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +4347,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +4360,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Event) GetSessionId() string {
@@ -3366,7 +4424,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +4436,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +4449,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -3416,7 +4474,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +4486,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +4499,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Boundary) GetAction() string {
@@ -3477,8 +4535,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xcf\n" +
-	"\n" +
+	"fak.fsm.v1\"\xbc\x0e\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -3507,8 +4564,98 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vbind_launch\x18\x1b \x01(\v2\x16.fak.fsm.v1.BindLaunchH\x00R\n" +
 	"bindLaunch\x12X\n" +
 	"\x16provider_session_start\x18\x1c \x01(\v2 .fak.fsm.v1.ProviderSessionStartH\x00R\x14providerSessionStart\x12R\n" +
-	"\x14provider_session_end\x18\x1d \x01(\v2\x1e.fak.fsm.v1.ProviderSessionEndH\x00R\x12providerSessionEndB\x06\n" +
-	"\x04body\"8\n" +
+	"\x14provider_session_end\x18\x1d \x01(\v2\x1e.fak.fsm.v1.ProviderSessionEndH\x00R\x12providerSessionEnd\x12?\n" +
+	"\rregister_node\x18\x1e \x01(\v2\x18.fak.fsm.v1.RegisterNodeH\x00R\fregisterNode\x12<\n" +
+	"\fset_draining\x18\x1f \x01(\v2\x17.fak.fsm.v1.SetDrainingH\x00R\vsetDraining\x12<\n" +
+	"\frequest_move\x18  \x01(\v2\x17.fak.fsm.v1.RequestMoveH\x00R\vrequestMove\x12E\n" +
+	"\x0fmove_checkpoint\x18! \x01(\v2\x1a.fak.fsm.v1.MoveCheckpointH\x00R\x0emoveCheckpoint\x126\n" +
+	"\n" +
+	"move_admit\x18\" \x01(\v2\x15.fak.fsm.v1.MoveAdmitH\x00R\tmoveAdmit\x12<\n" +
+	"\fmove_restore\x18# \x01(\v2\x17.fak.fsm.v1.MoveRestoreH\x00R\vmoveRestore\x12<\n" +
+	"\fmove_cutover\x18$ \x01(\v2\x17.fak.fsm.v1.MoveCutoverH\x00R\vmoveCutover\x123\n" +
+	"\tmove_fail\x18% \x01(\v2\x14.fak.fsm.v1.MoveFailH\x00R\bmoveFailB\x06\n" +
+	"\x04body\"\xeb\x02\n" +
+	"\n" +
+	"NodeRecord\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
+	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12)\n" +
+	"\x06labels\x18\x04 \x03(\v2\x11.fak.fsm.v1.LabelR\x06labels\x12)\n" +
+	"\x10runtime_adapters\x18\x05 \x03(\tR\x0fruntimeAdapters\x12\x1c\n" +
+	"\tproviders\x18\x06 \x03(\tR\tproviders\x12\x16\n" +
+	"\x06models\x18\a \x03(\tR\x06models\x12!\n" +
+	"\faccount_refs\x18\b \x03(\tR\vaccountRefs\x12\x1a\n" +
+	"\bcapacity\x18\t \x01(\rR\bcapacity\x12\x1a\n" +
+	"\bdraining\x18\n" +
+	" \x01(\bR\bdraining\x12*\n" +
+	"\x11updated_unix_nano\x18\v \x01(\x03R\x0fupdatedUnixNano\"/\n" +
+	"\x05Label\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\":\n" +
+	"\fRegisterNode\x12*\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.fak.fsm.v1.NodeRecordR\x04node\"=\n" +
+	"\vSetDraining\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"\xf2\x01\n" +
+	"\vRequestMove\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12-\n" +
+	"\x06target\x18\x03 \x01(\v2\x15.fak.fsm.v1.PlacementR\x06target\x127\n" +
+	"\x18safe_point_timeout_nanos\x18\x04 \x01(\x03R\x15safePointTimeoutNanos\x12-\n" +
+	"\x12accept_degradation\x18\x05 \x01(\bR\x11acceptDegradation\x12\x14\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\"\xaa\x01\n" +
+	"\x0eMoveCheckpoint\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12!\n" +
+	"\fsource_epoch\x18\x03 \x01(\x04R\vsourceEpoch\x12%\n" +
+	"\x0echeckpoint_seq\x18\x04 \x01(\x04R\rcheckpointSeq\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\"\xb2\x01\n" +
+	"\tMoveAdmit\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\x123\n" +
+	"\tplacement\x18\x03 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\x12\x16\n" +
+	"\x06checks\x18\x04 \x03(\tR\x06checks\x12 \n" +
+	"\vdegradation\x18\x05 \x03(\tR\vdegradation\"z\n" +
+	"\vMoveRestore\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x1b\n" +
+	"\tnew_epoch\x18\x03 \x01(\x04R\bnewEpoch\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\"E\n" +
+	"\vMoveCutover\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\"r\n" +
+	"\bMoveFail\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xf5\x04\n" +
+	"\x04Move\x12\x17\n" +
+	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05cause\x18\x03 \x01(\tR\x05cause\x12-\n" +
+	"\x06target\x18\x04 \x01(\v2\x15.fak.fsm.v1.PlacementR\x06target\x121\n" +
+	"\badmitted\x18\x05 \x01(\v2\x15.fak.fsm.v1.PlacementR\badmitted\x12\x1f\n" +
+	"\vsource_node\x18\x06 \x01(\tR\n" +
+	"sourceNode\x12!\n" +
+	"\fsource_epoch\x18\a \x01(\x04R\vsourceEpoch\x12%\n" +
+	"\x0echeckpoint_seq\x18\b \x01(\x04R\rcheckpointSeq\x12\x16\n" +
+	"\x06digest\x18\t \x01(\tR\x06digest\x12\x1b\n" +
+	"\tnew_epoch\x18\n" +
+	" \x01(\x04R\bnewEpoch\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\x14\n" +
+	"\x05phase\x18\f \x01(\tR\x05phase\x12.\n" +
+	"\x13requested_unix_nano\x18\r \x01(\x03R\x11requestedUnixNano\x12&\n" +
+	"\x0fstate_unix_nano\x18\x0e \x01(\x03R\rstateUnixNano\x127\n" +
+	"\x18safe_point_timeout_nanos\x18\x0f \x01(\x03R\x15safePointTimeoutNanos\x12-\n" +
+	"\x12accept_degradation\x18\x10 \x01(\bR\x11acceptDegradation\x12 \n" +
+	"\vdegradation\x18\x11 \x03(\tR\vdegradation\x12\x16\n" +
+	"\x06checks\x18\x12 \x03(\tR\x06checks\"8\n" +
 	"\x05Batch\x12/\n" +
 	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\xc3\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -3682,7 +4829,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vStopSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xd5\x02\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x83\x03\n" +
 	"\x06Result\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.fak.fsm.v1.ErrorR\x05error\x12/\n" +
 	"\asession\x18\n" +
@@ -3692,7 +4839,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"attachment\x18\f \x01(\v2\x16.fak.fsm.v1.AttachmentH\x00R\n" +
 	"attachment\x122\n" +
 	"\benvelope\x18\r \x01(\v2\x14.fak.fsm.v1.EnvelopeH\x00R\benvelope\x122\n" +
-	"\bboundary\x18\x0e \x01(\v2\x14.fak.fsm.v1.BoundaryH\x00R\bboundary\x12\x13\n" +
+	"\bboundary\x18\x0e \x01(\v2\x14.fak.fsm.v1.BoundaryH\x00R\bboundary\x12,\n" +
+	"\x04node\x18\x0f \x01(\v2\x16.fak.fsm.v1.NodeRecordH\x00R\x04node\x12\x13\n" +
 	"\x05no_op\x18\x02 \x01(\bR\x04noOpB\x06\n" +
 	"\x04body\"T\n" +
 	"\x05Error\x12\x16\n" +
@@ -3703,7 +4851,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x9d\b\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xec\b\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -3737,7 +4885,9 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\ffork_address\x18\x19 \x01(\x04R\vforkAddress\x12'\n" +
 	"\x0fboundary_source\x18\x1a \x01(\tR\x0eboundarySource\x12\x1b\n" +
 	"\treset_seq\x18\x1b \x01(\x04R\bresetSeq\x12\x16\n" +
-	"\x06resets\x18\x1c \x01(\x04R\x06resets\"\xc2\x01\n" +
+	"\x06resets\x18\x1c \x01(\x04R\x06resets\x12$\n" +
+	"\x04move\x18\x1d \x01(\v2\x10.fak.fsm.v1.MoveR\x04move\x12'\n" +
+	"\x0fmoves_completed\x18\x1e \x01(\x04R\x0emovesCompleted\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -3802,96 +4952,123 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
-	(*Batch)(nil),                // 2: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 3: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 4: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 5: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 6: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 7: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 8: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 9: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 10: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 11: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 12: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 13: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 14: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 15: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 16: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 17: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 18: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 19: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 20: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 21: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 22: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 23: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 24: fak.fsm.v1.SubmitInput
-	(*AnswerApproval)(nil),       // 25: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 26: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),         // 27: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 28: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 29: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 30: fak.fsm.v1.Result
-	(*Error)(nil),                // 31: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 32: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 33: fak.fsm.v1.Session
-	(*Lease)(nil),                // 34: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 35: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 36: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 37: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 38: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 39: fak.fsm.v1.Boundary
+	(*NodeRecord)(nil),           // 2: fak.fsm.v1.NodeRecord
+	(*Label)(nil),                // 3: fak.fsm.v1.Label
+	(*RegisterNode)(nil),         // 4: fak.fsm.v1.RegisterNode
+	(*SetDraining)(nil),          // 5: fak.fsm.v1.SetDraining
+	(*RequestMove)(nil),          // 6: fak.fsm.v1.RequestMove
+	(*MoveCheckpoint)(nil),       // 7: fak.fsm.v1.MoveCheckpoint
+	(*MoveAdmit)(nil),            // 8: fak.fsm.v1.MoveAdmit
+	(*MoveRestore)(nil),          // 9: fak.fsm.v1.MoveRestore
+	(*MoveCutover)(nil),          // 10: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 11: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 12: fak.fsm.v1.Move
+	(*Batch)(nil),                // 13: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 14: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 15: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 16: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 17: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 18: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 19: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 20: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 21: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 22: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 23: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 24: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 25: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 26: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 27: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 28: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 29: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 30: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 31: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 32: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 33: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 34: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 35: fak.fsm.v1.SubmitInput
+	(*AnswerApproval)(nil),       // 36: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 37: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),         // 38: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 39: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 40: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 41: fak.fsm.v1.Result
+	(*Error)(nil),                // 42: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 43: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 44: fak.fsm.v1.Session
+	(*Lease)(nil),                // 45: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 46: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 47: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 48: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 49: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 50: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	3,  // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	27, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	29, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	18, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	19, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	20, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	21, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	22, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	23, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	24, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	25, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	26, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	7,  // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	8,  // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	9,  // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	10, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	11, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	12, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	13, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	14, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
-	1,  // 20: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	17, // 21: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	5,  // 22: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	4,  // 23: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	4,  // 24: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	4,  // 25: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	4,  // 26: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	28, // 27: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	28, // 28: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	31, // 29: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	33, // 30: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	32, // 31: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	36, // 32: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	6,  // 33: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	39, // 34: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	0,  // 35: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	17, // 36: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	34, // 37: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	35, // 38: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	37, // 39: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	33, // 40: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	14, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	38, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	40, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	29, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	30, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	31, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	32, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	33, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	34, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	35, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	36, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	37, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	18, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	19, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	20, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	21, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	22, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	23, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	24, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	25, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	4,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
+	5,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
+	6,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
+	7,  // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
+	8,  // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
+	9,  // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
+	10, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	11, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	3,  // 28: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	2,  // 29: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	28, // 30: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	28, // 31: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	28, // 32: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	28, // 33: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	1,  // 34: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	28, // 35: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	16, // 36: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	15, // 37: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	15, // 38: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	15, // 39: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	15, // 40: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	39, // 41: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	39, // 42: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	42, // 43: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	44, // 44: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	43, // 45: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	47, // 46: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	17, // 47: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	50, // 48: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	2,  // 49: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	0,  // 50: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	28, // 51: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	45, // 52: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	46, // 53: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	12, // 54: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	48, // 55: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	44, // 56: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -3920,14 +5097,23 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_BindLaunch)(nil),
 		(*Command_ProviderSessionStart)(nil),
 		(*Command_ProviderSessionEnd)(nil),
+		(*Command_RegisterNode)(nil),
+		(*Command_SetDraining)(nil),
+		(*Command_RequestMove)(nil),
+		(*Command_MoveCheckpoint)(nil),
+		(*Command_MoveAdmit)(nil),
+		(*Command_MoveRestore)(nil),
+		(*Command_MoveCutover)(nil),
+		(*Command_MoveFail)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[26].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[29].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[37].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[40].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
 		(*Result_Envelope)(nil),
 		(*Result_Boundary)(nil),
+		(*Result_Node)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3935,7 +5121,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,372 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// The move state machine (DESIGN.md §8). Every arrow is one command and one
+// move.* event; the controller on the leader drives them, runners commit
+// the checkpoint (source) and the restore (destination):
+//
+//	RUNNING -> SAFE_POINT_REQUESTED -> CHECKPOINTED -> DESTINATION_ADMITTED
+//	        -> RESTORED -> CUTOVER_COMMITTED -> RUNNING
+//
+// and, before cutover, MOVE_FAILED or MOVE_UNSAFE, leaving the source epoch
+// current. The epoch bump at cutover fences the old runner (STALE_EPOCH).
+
+// Move states.
+const (
+	MoveSafePointRequested = "SAFE_POINT_REQUESTED"
+	MoveCheckpointed       = "CHECKPOINTED"
+	MoveAdmitted           = "DESTINATION_ADMITTED"
+	MoveRestored           = "RESTORED"
+	MoveCutoverCommitted   = "CUTOVER_COMMITTED"
+	MoveFailed             = "MOVE_FAILED"
+	MoveUnsafe             = "MOVE_UNSAFE"
+)
+
+// Move causes.
+const (
+	MoveCauseOperator = "operator"
+	MoveCauseDrain    = "drain"
+	MoveCauseRecovery = "recovery"
+)
+
+// MoveOpen reports whether m is a move in progress.
+func MoveOpen(m *fsmpb.Move) bool {
+	if m == nil {
+		return false
+	}
+	switch m.State {
+	case MoveSafePointRequested, MoveCheckpointed, MoveAdmitted, MoveRestored:
+		return true
+	}
+	return false
+}
+
+// JournalDigest is the checkpoint digest: SHA-256 over the events 1..seq
+// (seq, kind, text, data of each), hex. Source and destination compute it
+// from their own replicas; equal digests mean equal journals.
+func JournalDigest(events []*fsmpb.Event) string {
+	h := sha256.New()
+	var n [8]byte
+	put := func(b []byte) {
+		for i := range 8 {
+			n[i] = byte(uint64(len(b)) >> (8 * i))
+		}
+		h.Write(n[:])
+		h.Write(b)
+	}
+	for _, e := range events {
+		for i := range 8 {
+			n[i] = byte(e.Seq >> (8 * i))
+		}
+		h.Write(n[:])
+		put([]byte(e.Kind))
+		put([]byte(e.Text))
+		put(e.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+type moveFact struct {
+	MoveID        string         `json:"move_id"`
+	State         string         `json:"state"`
+	Cause         string         `json:"cause,omitempty"`
+	From          string         `json:"from,omitempty"`
+	To            string         `json:"to,omitempty"`
+	Placement     *placementFact `json:"placement,omitempty"`
+	SourceEpoch   uint64         `json:"source_epoch,omitempty"`
+	CheckpointSeq uint64         `json:"checkpoint_seq,omitempty"`
+	Digest        string         `json:"digest,omitempty"`
+	NewEpoch      uint64         `json:"new_epoch,omitempty"`
+	Checks        []string       `json:"checks,omitempty"`
+	Degradation   []string       `json:"degradation,omitempty"`
+	Reason        string         `json:"reason,omitempty"`
+	Phase         string         `json:"phase,omitempty"`
+	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
+}
+
+func (a *applier) openMove(cmdSession, moveID string, want string) (*fsmpb.Session, *Error) {
+	s, err := a.loadSession(cmdSession)
+	if err != nil {
+		return nil, err
+	}
+	m := s.Move
+	if !MoveOpen(m) || m.MoveId != moveID {
+		return nil, errorf(ReasonMoveState, "session %s has no open move %s", s.SessionId, moveID)
+	}
+	if want != "" && m.State != want {
+		return nil, errorf(ReasonMoveState, "move %s is %s, not %s", moveID, m.State, want)
+	}
+	return s, nil
+}
+
+// transition moves s.Move to state and journals kind.
+func (a *applier) transition(c *fsmpb.Command, s *fsmpb.Session, state, kind, text string, f moveFact) {
+	m := s.Move
+	m.State = state
+	m.StateUnixNano = c.TimeUnixNano
+	f.MoveID, f.State = m.MoveId, state
+	f.ElapsedNanos = c.TimeUnixNano - m.RequestedUnixNano
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(newEvent(s, c, kind, text, fact(f)))
+	a.putSession(s)
+}
+
+func moveResult(s *fsmpb.Session) *fsmpb.Result {
+	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}
+}
+
+func (a *applier) requestMove(c *fsmpb.Command, cmd *fsmpb.RequestMove) (*fsmpb.Result, *Error) {
+	if cmd.MoveId == "" || len(cmd.MoveId) > MaxSessionIDBytes {
+		return nil, errorf(ReasonInvalidArgument, "move id must be 1-%d bytes", MaxSessionIDBytes)
+	}
+	switch cmd.Cause {
+	case MoveCauseOperator, MoveCauseDrain, MoveCauseRecovery:
+	default:
+		return nil, errorf(ReasonInvalidArgument, "move cause must be operator, drain or recovery")
+	}
+	target := cmd.Target
+	if target == nil {
+		target = &fsmpb.Placement{}
+	}
+	if err := validPlacement(target); err != nil {
+		return nil, err
+	}
+	if cmd.SafePointTimeoutNanos < 0 || cmd.SafePointTimeoutNanos > MaxTTL {
+		return nil, errorf(ReasonInvalidArgument, "safe-point timeout must be at most 10m")
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if s.Move != nil && s.Move.MoveId == cmd.MoveId {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Session{Session: s}}, nil
+	}
+	if err := activeSession(s); err != nil {
+		return nil, err
+	}
+	if MoveOpen(s.Move) {
+		return nil, errorf(ReasonBusy, "move %s of session %s is in progress (%s)", s.Move.MoveId, s.SessionId, s.Move.State)
+	}
+	if target.Node != "" && target.Node == s.Placement.GetNode() &&
+		(target.Model == "" || target.Model == s.Placement.GetModel()) &&
+		(target.Provider == "" || target.Provider == s.Placement.GetProvider()) &&
+		(target.RuntimeAdapter == "" || target.RuntimeAdapter == s.Placement.GetRuntimeAdapter()) &&
+		(target.AccountRef == "" || target.AccountRef == s.Placement.GetAccountRef()) {
+		return nil, errorf(ReasonInvalidArgument, "session %s already runs on %s with that placement", s.SessionId, target.Node)
+	}
+	s.Move = &fsmpb.Move{
+		MoveId: cmd.MoveId, Cause: cmd.Cause, Target: target,
+		SourceNode: s.Placement.GetNode(), SourceEpoch: s.Epoch,
+		RequestedUnixNano: c.TimeUnixNano, SafePointTimeoutNanos: cmd.SafePointTimeoutNanos,
+		AcceptDegradation: cmd.AcceptDegradation,
+	}
+	a.transition(c, s, MoveSafePointRequested, KindMoveRequested, "move requested: "+s.Move.SourceNode+" → "+orAny(target.Node),
+		moveFact{Cause: cmd.Cause, From: s.Move.SourceNode, To: target.Node, SourceEpoch: s.Epoch})
+	return moveResult(s), nil
+}
+
+func orAny(node string) string {
+	if node == "" {
+		return "any admitted node"
+	}
+	return node
+}
+
+// moveCheckpoint fixes the journal address the destination restores from.
+// Outside a recovery it needs a safe point: no turn in flight in the
+// source epoch (the source runner starts no new turn while a move is open).
+func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*fsmpb.Result, *Error) {
+	s, err := a.openMove(cmd.SessionId, cmd.MoveId, MoveSafePointRequested)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.SourceEpoch != s.Epoch {
+		return nil, errorf(ReasonStaleEpoch, "checkpoint of epoch %d; the session's current epoch is %d", cmd.SourceEpoch, s.Epoch)
+	}
+	if s.TurnInputSeq != 0 && s.Move.Cause != MoveCauseRecovery {
+		return nil, errorf(ReasonBusy, "a turn is in flight (input #%d): no safe point yet", s.TurnInputSeq)
+	}
+	if cmd.CheckpointSeq == 0 || cmd.CheckpointSeq > s.HeadSeq || len(cmd.Digest) != 64 {
+		return nil, errorf(ReasonInvalidArgument, "checkpoint needs an address within the journal (head #%d) and a SHA-256 digest", s.HeadSeq)
+	}
+	m := s.Move
+	m.CheckpointSeq, m.Digest = cmd.CheckpointSeq, cmd.Digest
+	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, "checkpointed at #"+uitoa(cmd.CheckpointSeq),
+		moveFact{SourceEpoch: s.Epoch, CheckpointSeq: cmd.CheckpointSeq, Digest: cmd.Digest})
+	return moveResult(s), nil
+}
+
+func (a *applier) moveAdmit(c *fsmpb.Command, cmd *fsmpb.MoveAdmit) (*fsmpb.Result, *Error) {
+	s, err := a.openMove(cmd.SessionId, cmd.MoveId, MoveCheckpointed)
+	if err != nil {
+		return nil, err
+	}
+	p := cmd.Placement
+	if p == nil || p.Node == "" || p.RuntimeAdapter == "" {
+		return nil, errorf(ReasonInvalidArgument, "an admitted placement names its node and runtime adapter")
+	}
+	if err := validPlacement(p); err != nil {
+		return nil, err
+	}
+	if len(cmd.Degradation) > 0 && !s.Move.AcceptDegradation {
+		return nil, errorf(ReasonInvalidArgument, "the move degrades the session (%v) and was not accepted", cmd.Degradation)
+	}
+	m := s.Move
+	m.Admitted, m.Checks, m.Degradation = p, cmd.Checks, cmd.Degradation
+	pf := placementFactOf(p)
+	a.transition(c, s, MoveAdmitted, KindMoveAdmitted, "destination "+p.Node+" admitted",
+		moveFact{To: p.Node, Placement: &pf, Checks: cmd.Checks, Degradation: cmd.Degradation})
+	return moveResult(s), nil
+}
+
+func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.Result, *Error) {
+	s, err := a.openMove(cmd.SessionId, cmd.MoveId, MoveAdmitted)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.NewEpoch != s.Epoch+1 {
+		return nil, errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", cmd.NewEpoch, s.Epoch+1)
+	}
+	if cmd.Digest != s.Move.Digest {
+		return nil, errorf(ReasonDigestMismatch, "restored journal digest %s differs from the checkpoint's %s", cmd.Digest, s.Move.Digest)
+	}
+	s.Move.NewEpoch = cmd.NewEpoch
+	a.transition(c, s, MoveRestored, KindMoveRestored, "restored on "+s.Move.Admitted.GetNode()+" as epoch "+uitoa(cmd.NewEpoch),
+		moveFact{To: s.Move.Admitted.GetNode(), NewEpoch: cmd.NewEpoch, Digest: cmd.Digest})
+	return moveResult(s), nil
+}
+
+// moveCutover makes the restored epoch current: from this entry on, only
+// the destination's runner may write.
+func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.Result, *Error) {
+	s, err := a.openMove(cmd.SessionId, cmd.MoveId, MoveRestored)
+	if err != nil {
+		return nil, err
+	}
+	m := s.Move
+	from := s.Placement.GetNode()
+	s.Epoch = m.NewEpoch
+	s.Placement = proto.Clone(m.Admitted).(*fsmpb.Placement)
+	s.Provider = s.Placement.Provider
+	s.MovesCompleted++
+	s.UpdatedUnixNano = c.TimeUnixNano
+	a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (move)", fact(epochChangeFact{
+		Epoch: s.Epoch, Placement: placementFactOf(s.Placement), Reason: "move",
+	})))
+	a.transition(c, s, MoveCutoverCommitted, KindMoveCutover, "cutover: "+from+" → "+s.Placement.Node,
+		moveFact{From: from, To: s.Placement.Node, NewEpoch: s.Epoch, Cause: m.Cause})
+	return moveResult(s), nil
+}
+
+func (a *applier) moveFail(c *fsmpb.Command, cmd *fsmpb.MoveFail) (*fsmpb.Result, *Error) {
+	if len(cmd.Reason) > MaxReasonBytes {
+		return nil, errorf(ReasonInvalidArgument, "reason longer than %d bytes", MaxReasonBytes)
+	}
+	s, err := a.loadSession(cmd.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	if m := s.Move; m != nil && m.MoveId == cmd.MoveId && !MoveOpen(m) {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Session{Session: s}}, nil // already ended
+	}
+	if s, err = a.openMove(cmd.SessionId, cmd.MoveId, ""); err != nil {
+		return nil, err
+	}
+	m := s.Move
+	m.Reason, m.Phase = cmd.Reason, m.State
+	state, kind := MoveFailed, KindMoveFailed
+	if cmd.Unsafe {
+		state, kind = MoveUnsafe, KindMoveUnsafe
+	}
+	a.transition(c, s, state, kind, state+" in "+m.Phase+": "+cmd.Reason,
+		moveFact{Reason: cmd.Reason, Phase: m.Phase, From: m.SourceNode, To: m.Admitted.GetNode()})
+	return moveResult(s), nil
+}
+
+func uitoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// Node records.
+
+func (a *applier) registerNode(c *fsmpb.Command, cmd *fsmpb.RegisterNode) (*fsmpb.Result, *Error) {
+	n := cmd.Node
+	if n == nil || n.Name == "" || len(n.Name) > MaxPlacementFieldBytes {
+		return nil, errorf(ReasonInvalidArgument, "a node record needs a name of 1-%d bytes", MaxPlacementFieldBytes)
+	}
+	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs} {
+		if len(list) > 256 {
+			return nil, errorf(ReasonInvalidArgument, "node capability lists are limited to 256 entries")
+		}
+	}
+	if len(n.Labels) > 64 || !slices.IsSortedFunc(n.Labels, func(x, y *fsmpb.Label) int {
+		switch {
+		case x.Key < y.Key:
+			return -1
+		case x.Key > y.Key:
+			return 1
+		}
+		return 0
+	}) {
+		return nil, errorf(ReasonInvalidArgument, "node labels: at most 64, sorted by key")
+	}
+	rec := proto.Clone(n).(*fsmpb.NodeRecord)
+	if old := a.loadNode(n.Name); old != nil {
+		rec.Draining = old.Draining
+	}
+	rec.UpdatedUnixNano = c.TimeUnixNano
+	a.putNode(rec)
+	return &fsmpb.Result{Body: &fsmpb.Result_Node{Node: rec}}, nil
+}
+
+func (a *applier) setDraining(c *fsmpb.Command, cmd *fsmpb.SetDraining) (*fsmpb.Result, *Error) {
+	rec := a.loadNode(cmd.Node)
+	if rec == nil {
+		return nil, errorf(ReasonNotFound, "node %s not found", cmd.Node)
+	}
+	if rec.Draining == cmd.Draining {
+		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Node{Node: rec}}, nil
+	}
+	rec.Draining = cmd.Draining
+	rec.UpdatedUnixNano = c.TimeUnixNano
+	a.putNode(rec)
+	return &fsmpb.Result{Body: &fsmpb.Result_Node{Node: rec}}, nil
+}
+
+func (a *applier) loadNode(name string) *fsmpb.NodeRecord {
+	raw := a.nodes.Get([]byte(name))
+	if raw == nil {
+		return nil
+	}
+	var n fsmpb.NodeRecord
+	if err := proto.Unmarshal(raw, &n); err != nil {
+		panic("fsm: corrupt node record: " + err.Error())
+	}
+	return &n
+}
+
+func (a *applier) putNode(n *fsmpb.NodeRecord) {
+	buf, err := proto.Marshal(n)
+	if err != nil {
+		panic("fsm: marshal node: " + err.Error())
+	}
+	a.must(a.nodes.Put([]byte(n.Name), buf))
+}
