@@ -30,6 +30,7 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		Provider: s.Provider, ProviderSessionId: s.ProviderSessionId,
 		ParentSession: s.ParentSession, ForkAddress: s.ForkAddress, BoundarySource: s.BoundarySource,
 		ResetSeq: s.ResetSeq,
+		Move:     moveToAPI(s.SessionId, s.Move), MovesCompleted: s.MovesCompleted,
 	}
 }
 
@@ -92,4 +93,18 @@ func eventInputsFromAPI(in []*fakv1.EventInput) []*fsmpb.EventInput {
 		out[i] = &fsmpb.EventInput{Kind: e.Kind, Text: e.Text, Data: e.Data}
 	}
 	return out
+}
+
+func moveToAPI(sessionID string, m *fsmpb.Move) *fakv1.Move {
+	if m == nil {
+		return nil
+	}
+	return &fakv1.Move{
+		MoveId: m.MoveId, SessionId: sessionID, State: m.State, Cause: m.Cause,
+		Target: placementToAPI(m.Target), Admitted: placementToAPI(m.Admitted),
+		SourceNode: m.SourceNode, SourceEpoch: m.SourceEpoch, CheckpointSeq: m.CheckpointSeq, Digest: m.Digest,
+		NewEpoch: m.NewEpoch, Reason: m.Reason, Phase: m.Phase,
+		RequestedUnixNano: m.RequestedUnixNano, StateUnixNano: m.StateUnixNano,
+		Checks: m.Checks, Degradation: m.Degradation, AcceptDegradation: m.AcceptDegradation,
+	}
 }

@@ -153,9 +153,12 @@ type Session struct {
 	ForkAddress       uint64 `protobuf:"varint,21,opt,name=fork_address,json=forkAddress,proto3" json:"fork_address,omitempty"`
 	BoundarySource    string `protobuf:"bytes,22,opt,name=boundary_source,json=boundarySource,proto3" json:"boundary_source,omitempty"`
 	// Seq of the last reset_boundary (0: none).
-	ResetSeq      uint64 `protobuf:"varint,23,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResetSeq uint64 `protobuf:"varint,23,opt,name=reset_seq,json=resetSeq,proto3" json:"reset_seq,omitempty"`
+	// The open move, or the last finished one.
+	Move           *Move  `protobuf:"bytes,24,opt,name=move,proto3" json:"move,omitempty"`
+	MovesCompleted uint64 `protobuf:"varint,25,opt,name=moves_completed,json=movesCompleted,proto3" json:"moves_completed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -345,6 +348,20 @@ func (x *Session) GetBoundarySource() string {
 func (x *Session) GetResetSeq() uint64 {
 	if x != nil {
 		return x.ResetSeq
+	}
+	return 0
+}
+
+func (x *Session) GetMove() *Move {
+	if x != nil {
+		return x.Move
+	}
+	return nil
+}
+
+func (x *Session) GetMovesCompleted() uint64 {
+	if x != nil {
+		return x.MovesCompleted
 	}
 	return 0
 }
@@ -1419,7 +1436,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd3\x06\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\x9e\a\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1448,7 +1465,9 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\x0eparent_session\x18\x14 \x01(\tR\rparentSession\x12!\n" +
 	"\ffork_address\x18\x15 \x01(\x04R\vforkAddress\x12'\n" +
 	"\x0fboundary_source\x18\x16 \x01(\tR\x0eboundarySource\x12\x1b\n" +
-	"\treset_seq\x18\x17 \x01(\x04R\bresetSeq\"\xb9\x01\n" +
+	"\treset_seq\x18\x17 \x01(\x04R\bresetSeq\x12 \n" +
+	"\x04move\x18\x18 \x01(\v2\f.fak.v1.MoveR\x04move\x12'\n" +
+	"\x0fmoves_completed\x18\x19 \x01(\x04R\x0emovesCompleted\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -1581,36 +1600,38 @@ var file_fak_v1_session_proto_goTypes = []any{
 	(*Placement)(nil),               // 20: fak.v1.Placement
 	(*Lease)(nil),                   // 21: fak.v1.Lease
 	(*PendingInteraction)(nil),      // 22: fak.v1.PendingInteraction
-	(*Policy)(nil),                  // 23: fak.v1.Policy
-	(*Attachment)(nil),              // 24: fak.v1.Attachment
-	(*CapabilitySet)(nil),           // 25: fak.v1.CapabilitySet
-	(*Envelope)(nil),                // 26: fak.v1.Envelope
+	(*Move)(nil),                    // 23: fak.v1.Move
+	(*Policy)(nil),                  // 24: fak.v1.Policy
+	(*Attachment)(nil),              // 25: fak.v1.Attachment
+	(*CapabilitySet)(nil),           // 26: fak.v1.CapabilitySet
+	(*Envelope)(nil),                // 27: fak.v1.Envelope
 }
 var file_fak_v1_session_proto_depIdxs = []int32{
 	1,  // 0: fak.v1.Session.state:type_name -> fak.v1.SessionState
 	20, // 1: fak.v1.Session.placement:type_name -> fak.v1.Placement
 	21, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
 	22, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
-	20, // 4: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
-	23, // 5: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
-	2,  // 6: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
-	0,  // 7: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 8: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
-	0,  // 9: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 10: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
-	24, // 11: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
-	25, // 12: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
-	26, // 13: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
-	4,  // 14: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
-	0,  // 15: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	3,  // 16: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
-	3,  // 17: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
-	2,  // 18: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	23, // 4: fak.v1.Session.move:type_name -> fak.v1.Move
+	20, // 5: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
+	24, // 6: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
+	2,  // 7: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
+	0,  // 8: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 9: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
+	0,  // 10: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 11: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
+	25, // 12: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
+	26, // 13: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
+	27, // 14: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
+	4,  // 15: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
+	0,  // 16: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	3,  // 17: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
+	3,  // 18: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
+	2,  // 19: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_session_proto_init() }
@@ -1619,6 +1640,7 @@ func file_fak_v1_session_proto_init() {
 		return
 	}
 	file_fak_v1_descriptor_proto_init()
+	file_fak_v1_move_proto_init()
 	file_fak_v1_session_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

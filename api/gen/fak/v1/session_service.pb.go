@@ -24,7 +24,7 @@ var File_fak_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x13fak/v1/ledger.proto\x1a\x14fak/v1/session.proto2\xc6\f\n" +
+	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x13fak/v1/ledger.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto2\xcf\r\n" +
 	"\x0eSessionService\x12L\n" +
 	"\rCreateSession\x12\x1c.fak.v1.CreateSessionRequest\x1a\x1d.fak.v1.CreateSessionResponse\x12N\n" +
 	"\fListSessions\x12\x1b.fak.v1.ListSessionsRequest\x1a\x1c.fak.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12W\n" +
@@ -51,9 +51,17 @@ const file_fak_v1_session_service_proto_rawDesc = "" +
 	"NewSession\x12\x19.fak.v1.NewSessionRequest\x1a\x1a.fak.v1.NewSessionResponse\x12F\n" +
 	"\vForkSession\x12\x1a.fak.v1.ForkSessionRequest\x1a\x1b.fak.v1.ForkSessionResponse\x12H\n" +
 	"\n" +
-	"GetLineage\x12\x19.fak.v1.GetLineageRequest\x1a\x1a.fak.v1.GetLineageResponse\"\x03\x90\x02\x012l\n" +
+	"GetLineage\x12\x19.fak.v1.GetLineageRequest\x1a\x1a.fak.v1.GetLineageResponse\"\x03\x90\x02\x01\x12F\n" +
+	"\vMoveSession\x12\x1a.fak.v1.MoveSessionRequest\x1a\x1b.fak.v1.MoveSessionResponse\x12?\n" +
+	"\aGetMove\x12\x16.fak.v1.GetMoveRequest\x1a\x17.fak.v1.GetMoveResponse\"\x03\x90\x02\x012\x96\x01\n" +
+	"\vNodeService\x12E\n" +
+	"\tListNodes\x12\x18.fak.v1.ListNodesRequest\x1a\x19.fak.v1.ListNodesResponse\"\x03\x90\x02\x01\x12@\n" +
+	"\tDrainNode\x12\x18.fak.v1.DrainNodeRequest\x1a\x19.fak.v1.DrainNodeResponse2\xd0\x02\n" +
 	"\rRunnerService\x12[\n" +
-	"\x12AppendRunnerEvents\x12!.fak.v1.AppendRunnerEventsRequest\x1a\".fak.v1.AppendRunnerEventsResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x12AppendRunnerEvents\x12!.fak.v1.AppendRunnerEventsRequest\x1a\".fak.v1.AppendRunnerEventsResponse\x12U\n" +
+	"\x10CommitCheckpoint\x12\x1f.fak.v1.CommitCheckpointRequest\x1a .fak.v1.CommitCheckpointResponse\x12L\n" +
+	"\rCommitRestore\x12\x1c.fak.v1.CommitRestoreRequest\x1a\x1d.fak.v1.CommitRestoreResponse\x12=\n" +
+	"\bFailMove\x12\x17.fak.v1.FailMoveRequest\x1a\x18.fak.v1.FailMoveResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var file_fak_v1_session_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),       // 0: fak.v1.CreateSessionRequest
@@ -78,30 +86,44 @@ var file_fak_v1_session_service_proto_goTypes = []any{
 	(*NewSessionRequest)(nil),          // 19: fak.v1.NewSessionRequest
 	(*ForkSessionRequest)(nil),         // 20: fak.v1.ForkSessionRequest
 	(*GetLineageRequest)(nil),          // 21: fak.v1.GetLineageRequest
-	(*AppendRunnerEventsRequest)(nil),  // 22: fak.v1.AppendRunnerEventsRequest
-	(*CreateSessionResponse)(nil),      // 23: fak.v1.CreateSessionResponse
-	(*ListSessionsResponse)(nil),       // 24: fak.v1.ListSessionsResponse
-	(*DescribeSessionResponse)(nil),    // 25: fak.v1.DescribeSessionResponse
-	(*AppendEventsResponse)(nil),       // 26: fak.v1.AppendEventsResponse
-	(*ReadEventsResponse)(nil),         // 27: fak.v1.ReadEventsResponse
-	(*WatchEventsResponse)(nil),        // 28: fak.v1.WatchEventsResponse
-	(*StopSessionResponse)(nil),        // 29: fak.v1.StopSessionResponse
-	(*DiscoverSessionResponse)(nil),    // 30: fak.v1.DiscoverSessionResponse
-	(*AttachResponse)(nil),             // 31: fak.v1.AttachResponse
-	(*KeepAliveResponse)(nil),          // 32: fak.v1.KeepAliveResponse
-	(*DetachResponse)(nil),             // 33: fak.v1.DetachResponse
-	(*ActResponse)(nil),                // 34: fak.v1.ActResponse
-	(*TakeLeaseResponse)(nil),          // 35: fak.v1.TakeLeaseResponse
-	(*RenewLeaseResponse)(nil),         // 36: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseResponse)(nil),       // 37: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalResponse)(nil),     // 38: fak.v1.AnswerApprovalResponse
-	(*FreshSessionResponse)(nil),       // 39: fak.v1.FreshSessionResponse
-	(*ResetSessionResponse)(nil),       // 40: fak.v1.ResetSessionResponse
-	(*ClearSessionResponse)(nil),       // 41: fak.v1.ClearSessionResponse
-	(*NewSessionResponse)(nil),         // 42: fak.v1.NewSessionResponse
-	(*ForkSessionResponse)(nil),        // 43: fak.v1.ForkSessionResponse
-	(*GetLineageResponse)(nil),         // 44: fak.v1.GetLineageResponse
-	(*AppendRunnerEventsResponse)(nil), // 45: fak.v1.AppendRunnerEventsResponse
+	(*MoveSessionRequest)(nil),         // 22: fak.v1.MoveSessionRequest
+	(*GetMoveRequest)(nil),             // 23: fak.v1.GetMoveRequest
+	(*ListNodesRequest)(nil),           // 24: fak.v1.ListNodesRequest
+	(*DrainNodeRequest)(nil),           // 25: fak.v1.DrainNodeRequest
+	(*AppendRunnerEventsRequest)(nil),  // 26: fak.v1.AppendRunnerEventsRequest
+	(*CommitCheckpointRequest)(nil),    // 27: fak.v1.CommitCheckpointRequest
+	(*CommitRestoreRequest)(nil),       // 28: fak.v1.CommitRestoreRequest
+	(*FailMoveRequest)(nil),            // 29: fak.v1.FailMoveRequest
+	(*CreateSessionResponse)(nil),      // 30: fak.v1.CreateSessionResponse
+	(*ListSessionsResponse)(nil),       // 31: fak.v1.ListSessionsResponse
+	(*DescribeSessionResponse)(nil),    // 32: fak.v1.DescribeSessionResponse
+	(*AppendEventsResponse)(nil),       // 33: fak.v1.AppendEventsResponse
+	(*ReadEventsResponse)(nil),         // 34: fak.v1.ReadEventsResponse
+	(*WatchEventsResponse)(nil),        // 35: fak.v1.WatchEventsResponse
+	(*StopSessionResponse)(nil),        // 36: fak.v1.StopSessionResponse
+	(*DiscoverSessionResponse)(nil),    // 37: fak.v1.DiscoverSessionResponse
+	(*AttachResponse)(nil),             // 38: fak.v1.AttachResponse
+	(*KeepAliveResponse)(nil),          // 39: fak.v1.KeepAliveResponse
+	(*DetachResponse)(nil),             // 40: fak.v1.DetachResponse
+	(*ActResponse)(nil),                // 41: fak.v1.ActResponse
+	(*TakeLeaseResponse)(nil),          // 42: fak.v1.TakeLeaseResponse
+	(*RenewLeaseResponse)(nil),         // 43: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseResponse)(nil),       // 44: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalResponse)(nil),     // 45: fak.v1.AnswerApprovalResponse
+	(*FreshSessionResponse)(nil),       // 46: fak.v1.FreshSessionResponse
+	(*ResetSessionResponse)(nil),       // 47: fak.v1.ResetSessionResponse
+	(*ClearSessionResponse)(nil),       // 48: fak.v1.ClearSessionResponse
+	(*NewSessionResponse)(nil),         // 49: fak.v1.NewSessionResponse
+	(*ForkSessionResponse)(nil),        // 50: fak.v1.ForkSessionResponse
+	(*GetLineageResponse)(nil),         // 51: fak.v1.GetLineageResponse
+	(*MoveSessionResponse)(nil),        // 52: fak.v1.MoveSessionResponse
+	(*GetMoveResponse)(nil),            // 53: fak.v1.GetMoveResponse
+	(*ListNodesResponse)(nil),          // 54: fak.v1.ListNodesResponse
+	(*DrainNodeResponse)(nil),          // 55: fak.v1.DrainNodeResponse
+	(*AppendRunnerEventsResponse)(nil), // 56: fak.v1.AppendRunnerEventsResponse
+	(*CommitCheckpointResponse)(nil),   // 57: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreResponse)(nil),      // 58: fak.v1.CommitRestoreResponse
+	(*FailMoveResponse)(nil),           // 59: fak.v1.FailMoveResponse
 }
 var file_fak_v1_session_service_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
@@ -126,32 +148,46 @@ var file_fak_v1_session_service_proto_depIdxs = []int32{
 	19, // 19: fak.v1.SessionService.NewSession:input_type -> fak.v1.NewSessionRequest
 	20, // 20: fak.v1.SessionService.ForkSession:input_type -> fak.v1.ForkSessionRequest
 	21, // 21: fak.v1.SessionService.GetLineage:input_type -> fak.v1.GetLineageRequest
-	22, // 22: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
-	23, // 23: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	24, // 24: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	25, // 25: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	26, // 26: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	27, // 27: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	28, // 28: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	29, // 29: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	30, // 30: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
-	31, // 31: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
-	32, // 32: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
-	33, // 33: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
-	34, // 34: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
-	35, // 35: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
-	36, // 36: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
-	37, // 37: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
-	38, // 38: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
-	39, // 39: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
-	40, // 40: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
-	41, // 41: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
-	42, // 42: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
-	43, // 43: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
-	44, // 44: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
-	45, // 45: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
-	23, // [23:46] is the sub-list for method output_type
-	0,  // [0:23] is the sub-list for method input_type
+	22, // 22: fak.v1.SessionService.MoveSession:input_type -> fak.v1.MoveSessionRequest
+	23, // 23: fak.v1.SessionService.GetMove:input_type -> fak.v1.GetMoveRequest
+	24, // 24: fak.v1.NodeService.ListNodes:input_type -> fak.v1.ListNodesRequest
+	25, // 25: fak.v1.NodeService.DrainNode:input_type -> fak.v1.DrainNodeRequest
+	26, // 26: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
+	27, // 27: fak.v1.RunnerService.CommitCheckpoint:input_type -> fak.v1.CommitCheckpointRequest
+	28, // 28: fak.v1.RunnerService.CommitRestore:input_type -> fak.v1.CommitRestoreRequest
+	29, // 29: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
+	30, // 30: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
+	31, // 31: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
+	32, // 32: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
+	33, // 33: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
+	34, // 34: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
+	35, // 35: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
+	36, // 36: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
+	37, // 37: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
+	38, // 38: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
+	39, // 39: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
+	40, // 40: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
+	41, // 41: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
+	42, // 42: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
+	43, // 43: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
+	44, // 44: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
+	45, // 45: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
+	46, // 46: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
+	47, // 47: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
+	48, // 48: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
+	49, // 49: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
+	50, // 50: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
+	51, // 51: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
+	52, // 52: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
+	53, // 53: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
+	54, // 54: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
+	55, // 55: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
+	56, // 56: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
+	57, // 57: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
+	58, // 58: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
+	59, // 59: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
+	30, // [30:60] is the sub-list for method output_type
+	0,  // [0:30] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name
@@ -164,6 +200,7 @@ func file_fak_v1_session_service_proto_init() {
 	}
 	file_fak_v1_attach_proto_init()
 	file_fak_v1_ledger_proto_init()
+	file_fak_v1_move_proto_init()
 	file_fak_v1_session_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -173,7 +210,7 @@ func file_fak_v1_session_service_proto_init() {
 			NumEnums:      0,
 			NumMessages:   0,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_fak_v1_session_service_proto_goTypes,
 		DependencyIndexes: file_fak_v1_session_service_proto_depIdxs,

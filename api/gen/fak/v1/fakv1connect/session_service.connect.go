@@ -23,6 +23,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// SessionServiceName is the fully-qualified name of the SessionService service.
 	SessionServiceName = "fak.v1.SessionService"
+	// NodeServiceName is the fully-qualified name of the NodeService service.
+	NodeServiceName = "fak.v1.NodeService"
 	// RunnerServiceName is the fully-qualified name of the RunnerService service.
 	RunnerServiceName = "fak.v1.RunnerService"
 )
@@ -98,9 +100,26 @@ const (
 	// SessionServiceGetLineageProcedure is the fully-qualified name of the SessionService's GetLineage
 	// RPC.
 	SessionServiceGetLineageProcedure = "/fak.v1.SessionService/GetLineage"
+	// SessionServiceMoveSessionProcedure is the fully-qualified name of the SessionService's
+	// MoveSession RPC.
+	SessionServiceMoveSessionProcedure = "/fak.v1.SessionService/MoveSession"
+	// SessionServiceGetMoveProcedure is the fully-qualified name of the SessionService's GetMove RPC.
+	SessionServiceGetMoveProcedure = "/fak.v1.SessionService/GetMove"
+	// NodeServiceListNodesProcedure is the fully-qualified name of the NodeService's ListNodes RPC.
+	NodeServiceListNodesProcedure = "/fak.v1.NodeService/ListNodes"
+	// NodeServiceDrainNodeProcedure is the fully-qualified name of the NodeService's DrainNode RPC.
+	NodeServiceDrainNodeProcedure = "/fak.v1.NodeService/DrainNode"
 	// RunnerServiceAppendRunnerEventsProcedure is the fully-qualified name of the RunnerService's
 	// AppendRunnerEvents RPC.
 	RunnerServiceAppendRunnerEventsProcedure = "/fak.v1.RunnerService/AppendRunnerEvents"
+	// RunnerServiceCommitCheckpointProcedure is the fully-qualified name of the RunnerService's
+	// CommitCheckpoint RPC.
+	RunnerServiceCommitCheckpointProcedure = "/fak.v1.RunnerService/CommitCheckpoint"
+	// RunnerServiceCommitRestoreProcedure is the fully-qualified name of the RunnerService's
+	// CommitRestore RPC.
+	RunnerServiceCommitRestoreProcedure = "/fak.v1.RunnerService/CommitRestore"
+	// RunnerServiceFailMoveProcedure is the fully-qualified name of the RunnerService's FailMove RPC.
+	RunnerServiceFailMoveProcedure = "/fak.v1.RunnerService/FailMove"
 )
 
 // SessionServiceClient is a client for the fak.v1.SessionService service.
@@ -142,6 +161,10 @@ type SessionServiceClient interface {
 	NewSession(context.Context, *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error)
 	ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error)
 	GetLineage(context.Context, *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error)
+	// Moves (move.proto, DESIGN.md §8): MoveSession opens a move the leader's
+	// controller drives; progress is in GetMove and the move.* events.
+	MoveSession(context.Context, *connect.Request[v1.MoveSessionRequest]) (*connect.Response[v1.MoveSessionResponse], error)
+	GetMove(context.Context, *connect.Request[v1.GetMoveRequest]) (*connect.Response[v1.GetMoveResponse], error)
 }
 
 // NewSessionServiceClient constructs a client for the fak.v1.SessionService service. By default, it
@@ -292,6 +315,19 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		moveSession: connect.NewClient[v1.MoveSessionRequest, v1.MoveSessionResponse](
+			httpClient,
+			baseURL+SessionServiceMoveSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("MoveSession")),
+			connect.WithClientOptions(opts...),
+		),
+		getMove: connect.NewClient[v1.GetMoveRequest, v1.GetMoveResponse](
+			httpClient,
+			baseURL+SessionServiceGetMoveProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("GetMove")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -319,6 +355,8 @@ type sessionServiceClient struct {
 	newSession      *connect.Client[v1.NewSessionRequest, v1.NewSessionResponse]
 	forkSession     *connect.Client[v1.ForkSessionRequest, v1.ForkSessionResponse]
 	getLineage      *connect.Client[v1.GetLineageRequest, v1.GetLineageResponse]
+	moveSession     *connect.Client[v1.MoveSessionRequest, v1.MoveSessionResponse]
+	getMove         *connect.Client[v1.GetMoveRequest, v1.GetMoveResponse]
 }
 
 // CreateSession calls fak.v1.SessionService.CreateSession.
@@ -431,6 +469,16 @@ func (c *sessionServiceClient) GetLineage(ctx context.Context, req *connect.Requ
 	return c.getLineage.CallUnary(ctx, req)
 }
 
+// MoveSession calls fak.v1.SessionService.MoveSession.
+func (c *sessionServiceClient) MoveSession(ctx context.Context, req *connect.Request[v1.MoveSessionRequest]) (*connect.Response[v1.MoveSessionResponse], error) {
+	return c.moveSession.CallUnary(ctx, req)
+}
+
+// GetMove calls fak.v1.SessionService.GetMove.
+func (c *sessionServiceClient) GetMove(ctx context.Context, req *connect.Request[v1.GetMoveRequest]) (*connect.Response[v1.GetMoveResponse], error) {
+	return c.getMove.CallUnary(ctx, req)
+}
+
 // SessionServiceHandler is an implementation of the fak.v1.SessionService service.
 type SessionServiceHandler interface {
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
@@ -470,6 +518,10 @@ type SessionServiceHandler interface {
 	NewSession(context.Context, *connect.Request[v1.NewSessionRequest]) (*connect.Response[v1.NewSessionResponse], error)
 	ForkSession(context.Context, *connect.Request[v1.ForkSessionRequest]) (*connect.Response[v1.ForkSessionResponse], error)
 	GetLineage(context.Context, *connect.Request[v1.GetLineageRequest]) (*connect.Response[v1.GetLineageResponse], error)
+	// Moves (move.proto, DESIGN.md §8): MoveSession opens a move the leader's
+	// controller drives; progress is in GetMove and the move.* events.
+	MoveSession(context.Context, *connect.Request[v1.MoveSessionRequest]) (*connect.Response[v1.MoveSessionResponse], error)
+	GetMove(context.Context, *connect.Request[v1.GetMoveRequest]) (*connect.Response[v1.GetMoveResponse], error)
 }
 
 // NewSessionServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -616,6 +668,19 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	sessionServiceMoveSessionHandler := connect.NewUnaryHandler(
+		SessionServiceMoveSessionProcedure,
+		svc.MoveSession,
+		connect.WithSchema(sessionServiceMethods.ByName("MoveSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServiceGetMoveHandler := connect.NewUnaryHandler(
+		SessionServiceGetMoveProcedure,
+		svc.GetMove,
+		connect.WithSchema(sessionServiceMethods.ByName("GetMove")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.SessionService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SessionServiceCreateSessionProcedure:
@@ -662,6 +727,10 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceForkSessionHandler.ServeHTTP(w, r)
 		case SessionServiceGetLineageProcedure:
 			sessionServiceGetLineageHandler.ServeHTTP(w, r)
+		case SessionServiceMoveSessionProcedure:
+			sessionServiceMoveSessionHandler.ServeHTTP(w, r)
+		case SessionServiceGetMoveProcedure:
+			sessionServiceGetMoveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -759,9 +828,125 @@ func (UnimplementedSessionServiceHandler) GetLineage(context.Context, *connect.R
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.GetLineage is not implemented"))
 }
 
+func (UnimplementedSessionServiceHandler) MoveSession(context.Context, *connect.Request[v1.MoveSessionRequest]) (*connect.Response[v1.MoveSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.MoveSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) GetMove(context.Context, *connect.Request[v1.GetMoveRequest]) (*connect.Response[v1.GetMoveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.GetMove is not implemented"))
+}
+
+// NodeServiceClient is a client for the fak.v1.NodeService service.
+type NodeServiceClient interface {
+	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// DrainNode marks a node draining (no admissions; the controller moves
+	// its sessions away one by one) or undrains it.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+}
+
+// NewNodeServiceClient constructs a client for the fak.v1.NodeService service. By default, it uses
+// the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewNodeServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) NodeServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	nodeServiceMethods := v1.File_fak_v1_session_service_proto.Services().ByName("NodeService").Methods()
+	return &nodeServiceClient{
+		listNodes: connect.NewClient[v1.ListNodesRequest, v1.ListNodesResponse](
+			httpClient,
+			baseURL+NodeServiceListNodesProcedure,
+			connect.WithSchema(nodeServiceMethods.ByName("ListNodes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		drainNode: connect.NewClient[v1.DrainNodeRequest, v1.DrainNodeResponse](
+			httpClient,
+			baseURL+NodeServiceDrainNodeProcedure,
+			connect.WithSchema(nodeServiceMethods.ByName("DrainNode")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// nodeServiceClient implements NodeServiceClient.
+type nodeServiceClient struct {
+	listNodes *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	drainNode *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
+}
+
+// ListNodes calls fak.v1.NodeService.ListNodes.
+func (c *nodeServiceClient) ListNodes(ctx context.Context, req *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
+	return c.listNodes.CallUnary(ctx, req)
+}
+
+// DrainNode calls fak.v1.NodeService.DrainNode.
+func (c *nodeServiceClient) DrainNode(ctx context.Context, req *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return c.drainNode.CallUnary(ctx, req)
+}
+
+// NodeServiceHandler is an implementation of the fak.v1.NodeService service.
+type NodeServiceHandler interface {
+	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// DrainNode marks a node draining (no admissions; the controller moves
+	// its sessions away one by one) or undrains it.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+}
+
+// NewNodeServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewNodeServiceHandler(svc NodeServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	nodeServiceMethods := v1.File_fak_v1_session_service_proto.Services().ByName("NodeService").Methods()
+	nodeServiceListNodesHandler := connect.NewUnaryHandler(
+		NodeServiceListNodesProcedure,
+		svc.ListNodes,
+		connect.WithSchema(nodeServiceMethods.ByName("ListNodes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	nodeServiceDrainNodeHandler := connect.NewUnaryHandler(
+		NodeServiceDrainNodeProcedure,
+		svc.DrainNode,
+		connect.WithSchema(nodeServiceMethods.ByName("DrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fak.v1.NodeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case NodeServiceListNodesProcedure:
+			nodeServiceListNodesHandler.ServeHTTP(w, r)
+		case NodeServiceDrainNodeProcedure:
+			nodeServiceDrainNodeHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedNodeServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedNodeServiceHandler struct{}
+
+func (UnimplementedNodeServiceHandler) ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.NodeService.ListNodes is not implemented"))
+}
+
+func (UnimplementedNodeServiceHandler) DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.NodeService.DrainNode is not implemented"))
+}
+
 // RunnerServiceClient is a client for the fak.v1.RunnerService service.
 type RunnerServiceClient interface {
 	AppendRunnerEvents(context.Context, *connect.Request[v1.AppendRunnerEventsRequest]) (*connect.Response[v1.AppendRunnerEventsResponse], error)
+	// The source runner's checkpoint at a safe point, the destination
+	// runner's restore after verifying the digest on its replica, and a
+	// runner's report that a move cannot proceed (e.g. DIGEST_MISMATCH).
+	CommitCheckpoint(context.Context, *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error)
+	CommitRestore(context.Context, *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error)
+	FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error)
 }
 
 // NewRunnerServiceClient constructs a client for the fak.v1.RunnerService service. By default, it
@@ -781,12 +966,33 @@ func NewRunnerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(runnerServiceMethods.ByName("AppendRunnerEvents")),
 			connect.WithClientOptions(opts...),
 		),
+		commitCheckpoint: connect.NewClient[v1.CommitCheckpointRequest, v1.CommitCheckpointResponse](
+			httpClient,
+			baseURL+RunnerServiceCommitCheckpointProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("CommitCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
+		commitRestore: connect.NewClient[v1.CommitRestoreRequest, v1.CommitRestoreResponse](
+			httpClient,
+			baseURL+RunnerServiceCommitRestoreProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("CommitRestore")),
+			connect.WithClientOptions(opts...),
+		),
+		failMove: connect.NewClient[v1.FailMoveRequest, v1.FailMoveResponse](
+			httpClient,
+			baseURL+RunnerServiceFailMoveProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("FailMove")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // runnerServiceClient implements RunnerServiceClient.
 type runnerServiceClient struct {
 	appendRunnerEvents *connect.Client[v1.AppendRunnerEventsRequest, v1.AppendRunnerEventsResponse]
+	commitCheckpoint   *connect.Client[v1.CommitCheckpointRequest, v1.CommitCheckpointResponse]
+	commitRestore      *connect.Client[v1.CommitRestoreRequest, v1.CommitRestoreResponse]
+	failMove           *connect.Client[v1.FailMoveRequest, v1.FailMoveResponse]
 }
 
 // AppendRunnerEvents calls fak.v1.RunnerService.AppendRunnerEvents.
@@ -794,9 +1000,30 @@ func (c *runnerServiceClient) AppendRunnerEvents(ctx context.Context, req *conne
 	return c.appendRunnerEvents.CallUnary(ctx, req)
 }
 
+// CommitCheckpoint calls fak.v1.RunnerService.CommitCheckpoint.
+func (c *runnerServiceClient) CommitCheckpoint(ctx context.Context, req *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error) {
+	return c.commitCheckpoint.CallUnary(ctx, req)
+}
+
+// CommitRestore calls fak.v1.RunnerService.CommitRestore.
+func (c *runnerServiceClient) CommitRestore(ctx context.Context, req *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error) {
+	return c.commitRestore.CallUnary(ctx, req)
+}
+
+// FailMove calls fak.v1.RunnerService.FailMove.
+func (c *runnerServiceClient) FailMove(ctx context.Context, req *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error) {
+	return c.failMove.CallUnary(ctx, req)
+}
+
 // RunnerServiceHandler is an implementation of the fak.v1.RunnerService service.
 type RunnerServiceHandler interface {
 	AppendRunnerEvents(context.Context, *connect.Request[v1.AppendRunnerEventsRequest]) (*connect.Response[v1.AppendRunnerEventsResponse], error)
+	// The source runner's checkpoint at a safe point, the destination
+	// runner's restore after verifying the digest on its replica, and a
+	// runner's report that a move cannot proceed (e.g. DIGEST_MISMATCH).
+	CommitCheckpoint(context.Context, *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error)
+	CommitRestore(context.Context, *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error)
+	FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error)
 }
 
 // NewRunnerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -812,10 +1039,34 @@ func NewRunnerServiceHandler(svc RunnerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(runnerServiceMethods.ByName("AppendRunnerEvents")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runnerServiceCommitCheckpointHandler := connect.NewUnaryHandler(
+		RunnerServiceCommitCheckpointProcedure,
+		svc.CommitCheckpoint,
+		connect.WithSchema(runnerServiceMethods.ByName("CommitCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runnerServiceCommitRestoreHandler := connect.NewUnaryHandler(
+		RunnerServiceCommitRestoreProcedure,
+		svc.CommitRestore,
+		connect.WithSchema(runnerServiceMethods.ByName("CommitRestore")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runnerServiceFailMoveHandler := connect.NewUnaryHandler(
+		RunnerServiceFailMoveProcedure,
+		svc.FailMove,
+		connect.WithSchema(runnerServiceMethods.ByName("FailMove")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.RunnerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunnerServiceAppendRunnerEventsProcedure:
 			runnerServiceAppendRunnerEventsHandler.ServeHTTP(w, r)
+		case RunnerServiceCommitCheckpointProcedure:
+			runnerServiceCommitCheckpointHandler.ServeHTTP(w, r)
+		case RunnerServiceCommitRestoreProcedure:
+			runnerServiceCommitRestoreHandler.ServeHTTP(w, r)
+		case RunnerServiceFailMoveProcedure:
+			runnerServiceFailMoveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -827,4 +1078,16 @@ type UnimplementedRunnerServiceHandler struct{}
 
 func (UnimplementedRunnerServiceHandler) AppendRunnerEvents(context.Context, *connect.Request[v1.AppendRunnerEventsRequest]) (*connect.Response[v1.AppendRunnerEventsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.AppendRunnerEvents is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) CommitCheckpoint(context.Context, *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.CommitCheckpoint is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) CommitRestore(context.Context, *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.CommitRestore is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.FailMove is not implemented"))
 }
