@@ -15,7 +15,7 @@ import (
 )
 
 // CapabilityVersion is bumped when controls are added or change meaning.
-const CapabilityVersion = 2
+const CapabilityVersion = 3
 
 // Control names, as clients see them in the capability set.
 const (
@@ -32,6 +32,8 @@ const (
 	ControlSessionClear = "session.clear"
 	ControlSessionNew   = "session.new"
 	ControlSessionFork  = "session.fork"
+	// Moving the session to another node or placement (DESIGN.md §8).
+	ControlSessionMove = "session.move"
 )
 
 // describe builds the session descriptor as attachmentID (may be empty)
@@ -164,6 +166,16 @@ func capabilities(s *fsmpb.Session, attachmentID string, now int64) *fakv1.Capab
 		}
 	}
 	cs = append(cs, on(ControlSessionFork))
+	// session.move: one move at a time, on an active session.
+	switch {
+	case !active:
+		cs = append(cs, stopped(ControlSessionMove))
+	case fsm.MoveOpen(s.Move):
+		cs = append(cs, off(ControlSessionMove, string(fsm.ReasonBusy),
+			"move "+s.Move.MoveId+" is in progress ("+s.Move.State+")", "fakctl session move-status "+s.SessionId))
+	default:
+		cs = append(cs, on(ControlSessionMove))
+	}
 	// detach
 	if attachmentID != "" {
 		cs = append(cs, on(ControlDetach))

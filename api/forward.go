@@ -39,6 +39,7 @@ type peerClients struct {
 	cluster   fakv1connect.ClusterServiceClient
 	runner    fakv1connect.RunnerServiceClient
 	lifecycle fakv1connect.LifecycleServiceClient
+	node      fakv1connect.NodeServiceClient
 }
 
 type peerPool struct {
@@ -66,6 +67,7 @@ func (p *peerPool) get(addr string) *peerClients {
 		cluster:   fakv1connect.NewClusterServiceClient(p.httpClient, base),
 		runner:    fakv1connect.NewRunnerServiceClient(p.httpClient, base),
 		lifecycle: fakv1connect.NewLifecycleServiceClient(p.httpClient, base),
+		node:      fakv1connect.NewNodeServiceClient(p.httpClient, base),
 	}
 	p.peers[addr] = c
 	return c

@@ -106,7 +106,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, opts...))
-	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName}
+	mux.Handle(fakv1connect.NewNodeServiceHandler(&nodeHandler{s: s}, opts...))
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))
