@@ -26,6 +26,55 @@ type NodeMeta struct {
 	// leave and a failure alike to the event delegate, so this flag is how
 	// peers tell "left" from "dead".
 	Leaving bool `json:"leaving,omitempty"`
+	// Caps is what the node offers to host execution epochs; the leader
+	// commits it as the node's FSM record (DESIGN.md §8).
+	Caps *Capabilities `json:"caps,omitempty"`
+}
+
+// Capabilities is a node's offer to host execution epochs: its labels,
+// runtime adapters, providers, models, the account refs it can resolve
+// (names only) and its capacity (max sessions, 0 = unlimited). Short JSON
+// keys: gossip metadata is limited to memberlist.MetaMaxSize (512) bytes.
+type Capabilities struct {
+	Labels      map[string]string `json:"l,omitempty"` // marshalled sorted by key
+	Adapters    []string          `json:"a,omitempty"`
+	Providers   []string          `json:"p,omitempty"`
+	Models      []string          `json:"m,omitempty"`
+	AccountRefs []string          `json:"r,omitempty"`
+	Capacity    uint32            `json:"c,omitempty"`
+}
+
+// worstCaseAddr is the longest host:port a node may advertise (IPv6).
+const worstCaseAddr = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+
+// CheckCapabilities reports whether caps fit in gossip metadata next to the
+// longest addresses a node may advertise, so a node refuses a too-large
+// configuration at start instead of gossiping no metadata at all.
+func CheckCapabilities(caps Capabilities) error {
+	meta := NodeMeta{APIAddr: worstCaseAddr, RaftAddr: worstCaseAddr, Expect: 99, Voter: true,
+		Bootstrapped: true, Leaving: true, Caps: &caps}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return fmt.Errorf("node capabilities take %d bytes of gossip metadata; the limit is %d (use fewer or shorter labels, models, providers, account refs)",
+			len(b), memberlist.MetaMaxSize)
+	}
+	return nil
+}
+
+// SetCapabilities advertises the node's capabilities in its gossip
+// metadata (call it once, after New and before joining).
+func (c *Cluster) SetCapabilities(caps Capabilities) error {
+	if err := CheckCapabilities(caps); err != nil {
+		return err
+	}
+	g := c.gossip
+	g.metaMu.Lock()
+	g.meta.Caps = &caps
+	g.metaMu.Unlock()
+	return g.list.UpdateNode(5 * time.Second)
 }
 
 // Member statuses, as gossip reports them.
