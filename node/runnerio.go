@@ -70,6 +70,30 @@ func (w *apiWriter) AppendRunnerEvents(ctx context.Context, sessionID string, ep
 	return resp.Msg.FirstSeq, resp.Msg.LastSeq, nil
 }
 
+// CommitCheckpoint, CommitRestore and FailMove are the runner's move steps
+// (RunnerService). Their request ids are derived from their content by the
+// API, so a retry of the same step is deduplicated by the FSM.
+func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string) error {
+	_, err := w.runner.CommitCheckpoint(ctx, connect.NewRequest(&fakv1.CommitCheckpointRequest{
+		SessionId: sessionID, MoveId: moveID, SourceEpoch: sourceEpoch, CheckpointSeq: seq, Digest: digest,
+	}))
+	return classify(err)
+}
+
+func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error {
+	_, err := w.runner.CommitRestore(ctx, connect.NewRequest(&fakv1.CommitRestoreRequest{
+		SessionId: sessionID, MoveId: moveID, NewEpoch: newEpoch, Digest: digest,
+	}))
+	return classify(err)
+}
+
+func (w *apiWriter) FailMove(ctx context.Context, sessionID, moveID, reason string) error {
+	_, err := w.runner.FailMove(ctx, connect.NewRequest(&fakv1.FailMoveRequest{
+		SessionId: sessionID, MoveId: moveID, Reason: reason,
+	}))
+	return classify(err)
+}
+
 // Sync is a linearizable read of the session through the node's own API:
 // when it returns, this node's replica has applied the leader's read index.
 // Reading from past the head keeps the answer empty.

@@ -86,6 +86,21 @@ func (l *local) AppendRunnerEvents(_ context.Context, id string, epoch uint64, e
 	return res.GetAppend().FirstSeq, res.GetAppend().LastSeq, nil
 }
 
+func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string) error {
+	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
+		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest}}}))
+}
+
+func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string) error {
+	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
+		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest}}}))
+}
+
+func (l *local) FailMove(_ context.Context, id, moveID, reason string) error {
+	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{
+		SessionId: id, MoveId: moveID, Reason: reason}}}))
+}
+
 // Sync: the local FSM is the whole cluster.
 func (l *local) Sync(context.Context, string) error { return nil }
 

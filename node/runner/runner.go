@@ -190,11 +190,15 @@ func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
 			h = nil
 		}
 	}
-	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0)
+	// Turns: an orphaned turn to close, or queued inputs to run unless a
+	// move is open (the source starts no turn until it ends). Moves: the
+	// source's checkpoint, the destination's restore.
+	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0 && !fsm.MoveOpen(s.Move))
 	retire := h != nil && h.runtime != nil && (!ours || h.epoch != s.Epoch)
 	if work && r.adapterLocked(s) == nil {
 		work = false
 	}
+	work = work || r.checkpointDue(s) || r.restoreDue(s)
 	if !work && !retire {
 		return time.Time{}
 	}

@@ -50,16 +50,21 @@ func (r *Runner) serve(id string, h *host) error {
 		if h.runtime != nil && (!ours || h.epoch != s.Epoch) {
 			r.retire(ctx, id, h)
 		}
-		if !ours {
-			return nil
-		}
 		switch {
+		case r.restoreDue(s):
+			err = r.restore(ctx, s)
+		case !ours:
+			return nil
 		case s.TurnInputSeq != 0:
 			// Not ours to finish: this worker never leaves a pass with its
 			// own turn open, so the turn belongs to a runner that died or
 			// gave up (a restart, a crash, an outage longer than the retry
 			// budget).
 			err = r.closeInterrupted(ctx, s)
+		case r.checkpointDue(s):
+			err = r.checkpoint(ctx, s, h)
+		case fsm.MoveOpen(s.Move):
+			return nil // no new turn while the session moves
 		case len(s.QueuedInputs) > 0:
 			a := r.adapter(s)
 			if a == nil {
@@ -81,7 +86,7 @@ func (r *Runner) serve(id string, h *host) error {
 			fenced = 0
 		case ctx.Err() != nil:
 			return nil // shutting down; the turn stays open for the next runner
-		case isFenced(err) && fenced < maxFencedPasses:
+		case (isFenced(err) || refusedMoveStep(err)) && fenced < maxFencedPasses:
 			fenced++
 			r.logger.Debug("write fenced; re-reading the session", "session", id, "error", err)
 		default:
@@ -98,6 +103,13 @@ func isFenced(err error) bool {
 		return true
 	}
 	return false
+}
+
+// refusedMoveStep: the FSM refused a checkpoint, restore or failure report
+// (the move ended or moved on, the epoch changed): the next pass re-reads.
+func refusedMoveStep(err error) bool {
+	var me moveStepError
+	return errors.As(err, &me) && me.refused()
 }
 
 func (r *Runner) retire(ctx context.Context, id string, h *host) {

@@ -21,6 +21,15 @@ type Writer interface {
 	// before the call (a linearizable read barrier), so what the runner
 	// reads next from its replica is at least as new as the cluster.
 	Sync(ctx context.Context, sessionID string) error
+
+	// The runner's steps of a move (DESIGN.md §8): the source's checkpoint
+	// at a safe point (the journal up to seq, with its digest), the
+	// destination's restore as the next epoch after verifying the digest
+	// on its own replica, and a report that the move cannot proceed (a
+	// digest mismatch). Errors as for AppendRunnerEvents.
+	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string) error
+	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error
+	FailMove(ctx context.Context, sessionID, moveID, reason string) error
 }
 
 type transientError struct{ err error }

@@ -1,0 +1,181 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// The runner's part of a move (DESIGN.md §8). The controller on the leader
+// drives the move; the runners take the two steps only they can take:
+//
+//   - the source (the node running the current epoch) starts no new turn
+//     while a move is open, lets the turn in flight finish and then commits
+//     the checkpoint: the head address and the digest of the journal up to
+//     it, computed from its replica after a read barrier;
+//   - the destination (the node the move admitted) recomputes the digest
+//     over the same addresses of its own replica, rebuilds the runtime from
+//     the journal up to the checkpoint, and commits RESTORED as the next
+//     epoch, or fails the move with DIGEST_MISMATCH.
+//
+// After cutover the destination's runner hosts the session like any other:
+// inputs queued during the move run in journal order. The source's runner
+// sees the session leave and retires its runtime; a write it still makes
+// carries the old epoch and is refused (STALE_EPOCH).
+
+// checkpointDue: this node runs s's current epoch and an open move asks it
+// for a safe point. A recovery's checkpoint is the controller's: its
+// source is gone.
+func (r *Runner) checkpointDue(s *fsmpb.Session) bool {
+	m := s.Move
+	return r.ours(s) && fsm.MoveOpen(m) && m.State == fsm.MoveSafePointRequested && m.Cause != fsm.MoveCauseRecovery
+}
+
+// restoreDue: an open move admitted this node as the session's destination.
+func (r *Runner) restoreDue(s *fsmpb.Session) bool {
+	m := s.Move
+	return s.State == fsmpb.SessionState_SESSION_STATE_ACTIVE && fsm.MoveOpen(m) &&
+		m.State == fsm.MoveAdmitted && m.Admitted.GetNode() == r.cfg.Node
+}
+
+// Digest is fsm.JournalDigest over events 1..seq of the session in f (a
+// local replica). It fails if the replica does not hold them all yet.
+func Digest(f *fsm.FSM, sessionID string, seq uint64) (string, error) {
+	evs := make([]*fsmpb.Event, 0, min(seq, 1<<16))
+	for from := uint64(1); from <= seq; {
+		page, _, err := f.Events(sessionID, from, int(min(seq-from+1, 1000)))
+		if err != nil {
+			return "", err
+		}
+		if len(page) == 0 {
+			break
+		}
+		evs = append(evs, page...)
+		from = page[len(page)-1].Seq + 1
+	}
+	if uint64(len(evs)) != seq || (seq > 0 && evs[len(evs)-1].Seq != seq) {
+		return "", fmt.Errorf("the replica holds %d of the %d events up to the checkpoint", len(evs), seq)
+	}
+	return fsm.JournalDigest(evs), nil
+}
+
+// checkpoint commits the source's safe point: no turn is in flight (the
+// caller checked, after a read barrier, and only this worker starts turns
+// of the epoch), so the journal up to the head is what a successor needs.
+func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) error {
+	if h.runtime != nil {
+		if err := h.runtime.SafePoint(ctx); err != nil {
+			return fmt.Errorf("runtime safe point: %w", err)
+		}
+	}
+	digest, err := Digest(r.cfg.FSM, s.SessionId, s.HeadSeq)
+	if err != nil {
+		return err
+	}
+	m := s.Move
+	err = retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest)
+	})
+	if err != nil {
+		return moveStepError{err}
+	}
+	r.logger.Info("move: checkpoint committed", "session", s.SessionId, "move", m.MoveId, "epoch", s.Epoch, "seq", s.HeadSeq)
+	return nil
+}
+
+// restore verifies the checkpoint on this node's replica and commits the
+// next epoch. The runtime is rebuilt from the journal up to the checkpoint
+// to prove the adapter can continue from it, then stopped: it keeps nothing
+// the journal does not have, so the epoch's first turn after cutover
+// starts it again from the whole journal (with the inputs queued during
+// the move).
+func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
+	m := s.Move
+	if s.HeadSeq < m.CheckpointSeq {
+		return fmt.Errorf("replica head #%d is before the checkpoint #%d", s.HeadSeq, m.CheckpointSeq)
+	}
+	digest, err := Digest(r.cfg.FSM, s.SessionId, m.CheckpointSeq)
+	if err != nil {
+		return err
+	}
+	if digest != m.Digest {
+		r.logger.Error("move: journal digest mismatch; failing the move", "session", s.SessionId, "move", m.MoveId,
+			"checkpoint", m.CheckpointSeq, "want", m.Digest, "have", digest)
+		return r.failMove(ctx, s, fmt.Sprintf("%s: the journal up to #%d on %s has digest %s, the checkpoint's is %s",
+			fsm.ReasonDigestMismatch, m.CheckpointSeq, r.cfg.Node, digest, m.Digest))
+	}
+	name := m.Admitted.GetRuntimeAdapter()
+	if name == "" {
+		name = fsm.DefaultRuntimeAdapter
+	}
+	r.mu.Lock()
+	a := r.adapters[name]
+	r.mu.Unlock()
+	if a == nil {
+		return r.failMove(ctx, s, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
+	}
+	next := s.Epoch + 1
+	rt, err := a.Start(ctx, Epoch{SessionID: s.SessionId, Epoch: next, Placement: m.Admitted},
+		upTo{journal{r.cfg.FSM, s.SessionId}, m.CheckpointSeq})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.failMove(ctx, s, fmt.Sprintf("restore on %s: start %s runtime: %v", r.cfg.Node, name, err))
+	}
+	if err := rt.Stop(); err != nil {
+		r.logger.Warn("stopping the restored runtime", "session", s.SessionId, "error", err)
+	}
+	err = retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest)
+	})
+	if err != nil {
+		return moveStepError{err}
+	}
+	r.logger.Info("move: restored", "session", s.SessionId, "move", m.MoveId, "epoch", next, "checkpoint", m.CheckpointSeq)
+	return nil
+}
+
+func (r *Runner) failMove(ctx context.Context, s *fsmpb.Session, reason string) error {
+	if len(reason) > fsm.MaxReasonBytes {
+		reason = reason[:fsm.MaxReasonBytes]
+	}
+	err := retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.FailMove(ctx, s.SessionId, s.Move.MoveId, reason)
+	})
+	if err != nil {
+		return moveStepError{err}
+	}
+	return nil
+}
+
+// moveStepError is a move step the FSM refused or the runner could not
+// make. A refusal (the move ended or moved on meanwhile, the epoch
+// changed) only means the runner's view was old: the next pass re-reads.
+type moveStepError struct{ err error }
+
+func (e moveStepError) Error() string { return "move step: " + e.err.Error() }
+func (e moveStepError) Unwrap() error { return e.err }
+
+// refused reports whether err is the FSM refusing a move step.
+func (e moveStepError) refused() bool {
+	var fe *fsm.Error
+	return errors.As(e.err, &fe)
+}
+
+// upTo is a journal that ends at a checkpoint.
+type upTo struct {
+	j   Journal
+	max uint64
+}
+
+func (u upTo) Events(from uint64, limit int) ([]*fsmpb.Event, error) {
+	if from > u.max {
+		return nil, nil
+	}
+	limit = int(min(uint64(limit), u.max-from+1))
+	return u.j.Events(from, limit)
+}
