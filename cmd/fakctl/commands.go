@@ -187,6 +187,32 @@ var commands = []*command{
 		setup: sessionLineageCommand,
 	},
 	{
+		noun: "session", verb: "move",
+		args: []string{"ID"},
+		flags: "[--to NODE] [--model M] [--provider P] [--adapter NAME] [--account-ref NAME] [--accept-degradation] " +
+			"[--safe-point-timeout 30s] [--timeout D] [--request-id R]",
+		synopsis: "Move a session to another node or placement",
+		help: "Moves the session's execution to --to (default: the least loaded node the fleet admits), optionally with another " +
+			"model, provider, runtime adapter or account, and prints each transition as the fleet commits it, with the milliseconds " +
+			"since the request: SAFE_POINT_REQUESTED (the source finishes its turn in flight and starts no new one), CHECKPOINTED at an " +
+			"address of the journal, DESTINATION_ADMITTED (the checks the destination passed), RESTORED as a new epoch on the " +
+			"destination, CUTOVER_COMMITTED. The session, its journal and its attachments stay; clients follow the new epoch.\n\n" +
+			"  Exits 0 on CUTOVER_COMMITTED and 1 on MOVE_FAILED or MOVE_UNSAFE, with the reason (a refused destination names every " +
+			"failed check); the source epoch stays in charge. No safe point within --safe-point-timeout is MOVE_UNSAFE. A model or " +
+			"provider change is refused unless --accept-degradation. One move at a time: a second is refused with BUSY. " +
+			"With -o json it prints the final move.",
+		setup: sessionMoveCommand,
+	},
+	{
+		noun: "session", verb: "move-status",
+		args:     []string{"ID"},
+		synopsis: "Show a session's move in progress, or its last one",
+		help: "Shows the session's open move, or its last finished one: state, cause, source node and epoch, the requested " +
+			"and the admitted placement, the checkpoint, the checks passed, the disclosed degradation, the new epoch, or the " +
+			"failure's reason and the state it happened in.",
+		setup: sessionMoveStatusCommand,
+	},
+	{
 		noun: "usage", verb: "record",
 		flags: "(--session ID | --launch ID) [--turns N] [--output-tokens N] [--queries N] [--spend AMOUNT] [--tool-calls N] " +
 			"[--context-tokens N] [--request-id R]",
@@ -202,6 +228,31 @@ var commands = []*command{
 		synopsis: "Show a guarded launch and its default session",
 		help:     "Shows a launch bound by \"fak guard\": its provider, the session usage without a trace id is charged to, and the provider's session id.",
 		setup:    launchDescribeCommand,
+	},
+	{
+		noun: "node", verb: "list",
+		synopsis: "List the nodes that host sessions",
+		help: "Lists every node record with its gossip status, the active sessions it hosts out of its capacity (and how many " +
+			"are moving), whether it is draining, and what it offers: runtime adapters, providers, models, labels " +
+			"(-o json adds addresses and account refs).",
+		setup: nodeListCommand,
+	},
+	{
+		noun: "node", verb: "drain",
+		args:     []string{"NODE"},
+		flags:    "[--timeout 10m] [--no-wait]",
+		synopsis: "Stop admitting sessions to a node and move its sessions away",
+		help: "Marks the node draining: the fleet admits no session to it, and moves the sessions it hosts to other nodes one by " +
+			"one. Prints each session as it leaves (its new node and epoch) and any move that failed (it is retried), until the " +
+			"node hosts none, or --timeout passes (exit 1; the node stays draining). The node stays draining until node undrain.",
+		setup: nodeDrainCommand,
+	},
+	{
+		noun: "node", verb: "undrain",
+		args:     []string{"NODE"},
+		synopsis: "Let a drained node admit sessions again",
+		help:     "Clears the node's draining flag; sessions are admitted to it again (none move back by themselves).",
+		setup:    nodeUndrainCommand,
 	},
 	{
 		noun: "bench", verb: "append",
@@ -301,7 +352,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet, keep func(name string) bool) {
 			fmt.Fprintf(w, " %s", valueName)
 		}
 		fmt.Fprintf(w, "\n        %s", usage)
-		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)

@@ -107,7 +107,7 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		compute = s.GetPlacement().GetNode()
 	}
 	pending := s.GetPending()
-	return append(fields,
+	fields = append(fields,
 		[2]string{"Epoch", formatUint(s.GetEpoch())},
 		[2]string{"Placement", formatPlacement(s.GetPlacement())},
 		[2]string{"Compute node", compute},
@@ -121,6 +121,11 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		[2]string{"Context reset", formatResetSeq(s.GetResetSeq())},
 		[2]string{"Provider", formatProvider(s)},
 		[2]string{"Lineage", formatLineage(s)},
+	)
+	if m := s.GetMove(); m != nil {
+		fields = append(fields, [2]string{"Move", formatMove(m, s.GetMovesCompleted())})
+	}
+	return append(fields,
 		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
 		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
 	)

@@ -33,6 +33,15 @@ const (
 	kindBudgetCharged    = "budget.charged"
 	kindBudgetExhausted  = "budget.exhausted"
 	kindSessionForked    = "session.forked"
+	// Moves (DESIGN.md §8): one event per transition of the move state
+	// machine, with the move's facts.
+	kindMoveRequested    = "move.requested"
+	kindMoveCheckpointed = "move.checkpointed"
+	kindMoveAdmitted     = "move.admitted"
+	kindMoveRestored     = "move.restored"
+	kindMoveCutover      = "move.cutover"
+	kindMoveFailed       = "move.failed"
+	kindMoveUnsafe       = "move.unsafe"
 )
 
 // eventTimeLayout is how session log prints times of day.
@@ -79,6 +88,29 @@ type eventFacts struct {
 	ForkAddress          uint64       `json:"fork_address"`
 	CopiedEvents         int          `json:"copied_events"`
 	Child                string       `json:"child"`
+	// Move facts (fsm: moveFact).
+	MoveID        string   `json:"move_id"`
+	State         string   `json:"state"`
+	Cause         string   `json:"cause"`
+	From          string   `json:"from"`
+	To            string   `json:"to"`
+	SourceEpoch   uint64   `json:"source_epoch"`
+	CheckpointSeq uint64   `json:"checkpoint_seq"`
+	Digest        string   `json:"digest"`
+	NewEpoch      uint64   `json:"new_epoch"`
+	Checks        []string `json:"checks"`
+	Degradation   []string `json:"degradation"`
+	Phase         string   `json:"phase"`
+	ElapsedNanos  int64    `json:"elapsed_nanos"`
+}
+
+// factsOf decodes an event's facts; ok is false when it has none or they
+// are not a JSON object.
+func factsOf(ev *fakv1.Event) (f eventFacts, ok bool) {
+	if len(ev.GetData()) == 0 {
+		return f, false
+	}
+	return f, json.Unmarshal(ev.GetData(), &f) == nil
 }
 
 // budgetFacts is a charge (fsm: budgetFact).
@@ -181,6 +213,11 @@ func eventSummary(ev *fakv1.Event) string {
 			return text
 		}
 		return fmt.Sprintf("forked from %s at seq %d (%s copied)", f.SourceSession, f.ForkAddress, plural(uint64(f.CopiedEvents), "event"))
+	case kindMoveRequested, kindMoveCheckpointed, kindMoveAdmitted, kindMoveRestored, kindMoveCutover, kindMoveFailed, kindMoveUnsafe:
+		if !factsOK || f.MoveID == "" {
+			return text
+		}
+		return moveSummary(ev.GetKind(), f)
 	case kindAttachmentJoined:
 		if !factsOK {
 			return text
@@ -247,6 +284,61 @@ func eventSummary(ev *fakv1.Event) string {
 	// Runner events (turn.*, output, tool.*, approval.requested) and client
 	// annotations: the text, then whatever structured facts came with it.
 	return joinNonEmpty(text, dataFields(ev.GetData()))
+}
+
+// moveSummary renders one transition of a move for session log:
+// "mov_… requested (operator): n1 epoch 2 → n2", "mov_… checkpointed at
+// seq 41 (digest 1a2b…)", "mov_… n2 admitted (alive, …)", "mov_… restored
+// on n2 as epoch 3", "mov_… cutover n1 → n2, epoch 3 (operator)",
+// "mov_… MOVE_FAILED in CHECKPOINTED: reason".
+func moveSummary(kind string, f eventFacts) string {
+	id := f.MoveID
+	after := ""
+	if f.ElapsedNanos > 0 {
+		after = fmt.Sprintf(" (+%dms)", time.Duration(f.ElapsedNanos).Milliseconds())
+	}
+	switch kind {
+	case kindMoveRequested:
+		to := f.To
+		if to == "" {
+			to = "any admitted node"
+		}
+		s := id + " requested"
+		if f.Cause != "" {
+			s += " (" + f.Cause + ")"
+		}
+		return fmt.Sprintf("%s: %s epoch %d → %s", s, f.From, f.SourceEpoch, to)
+	case kindMoveCheckpointed:
+		return fmt.Sprintf("%s checkpointed at seq %d (epoch %d, digest %s)%s", id, f.CheckpointSeq, f.SourceEpoch, shortDigest(f.Digest), after)
+	case kindMoveAdmitted:
+		s := id + " " + f.To + " admitted"
+		if f.Placement != nil {
+			s += " as " + formatPlacementFacts(f.Placement)
+		}
+		if len(f.Checks) > 0 {
+			s += " (" + strings.Join(f.Checks, ", ") + ")"
+		}
+		if len(f.Degradation) > 0 {
+			s += "; degradation: " + strings.Join(f.Degradation, "; ")
+		}
+		return s + after
+	case kindMoveRestored:
+		return fmt.Sprintf("%s restored on %s as epoch %d%s", id, f.To, f.NewEpoch, after)
+	case kindMoveCutover:
+		s := fmt.Sprintf("%s cutover %s → %s, epoch %d", id, f.From, f.To, f.NewEpoch)
+		if f.Cause != "" {
+			s += " (" + f.Cause + ")"
+		}
+		return s + after
+	}
+	s := id + " " + f.State
+	if f.Phase != "" {
+		s += " in " + f.Phase
+	}
+	if f.Reason != "" {
+		s += ": " + f.Reason
+	}
+	return s + after
 }
 
 // resetSummary renders a reset boundary: what it cleared, the provider
