@@ -46,6 +46,10 @@ Typed commands:
               shares its budget (/new: the same, recorded as "new")
   /fork [SEQ] branch this session's history up to SEQ (default: the head)
               into a new session; this one keeps running
+  /move NODE  move the session's execution to NODE (/move alone: the least
+              loaded node the fleet admits); the session, its journal and
+              this attachment stay, and input keeps working across the
+              cutover (it goes to the new epoch)
   /help       this list
   y or n      answer the pending approval
   //text      send "/text" as input
@@ -76,7 +80,7 @@ const (
 
 // clientCapabilities are the controls this client can render and use.
 var clientCapabilities = []string{"input.text", "lease.take", "lease.release", "lease.steal", "approval.answer", "detach",
-	"session.fresh", "session.reset", "session.clear", "session.new", "session.fork"}
+	"session.fresh", "session.reset", "session.clear", "session.new", "session.fork", "session.move"}
 
 // sessionIO is what the command reads and writes, injectable for tests.
 type sessionIO struct {
@@ -473,6 +477,38 @@ func (o *opener) ledger(ctx context.Context, words []string) error {
 	return o.follow(ctx, s.GetSessionId(), how)
 }
 
+// move asks the fleet to move the session's execution to a node (the
+// least loaded admitted one when none is named). The client stays
+// attached: the move.* events show the progress, and the epoch.changed of
+// the cutover sets the epoch the next input is sent against.
+func (o *opener) move(ctx context.Context, args []string) {
+	if len(args) > 1 {
+		o.out.notice("usage: /move [NODE] (default: the least loaded node the fleet admits)")
+		return
+	}
+	to := ""
+	if len(args) == 1 {
+		to = args[0]
+	}
+	id, rid := o.conn.sessionID, newRequestID()
+	var mv *fakv1.Move
+	err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
+		r, err := cl.MoveSession(ctx, connect.NewRequest(&fakv1.MoveSessionRequest{SessionId: id, ToNode: to, RequestId: rid}))
+		if err == nil {
+			mv = r.Msg.GetMove()
+		}
+		return err
+	})
+	if err != nil {
+		o.out.notice("not done: /move %s: %s", to, errorLine(err))
+		return
+	}
+	if to == "" {
+		to = "the least loaded node the fleet admits"
+	}
+	o.out.notice("moving to %s (move %s); keep typing: input waits in the journal for whichever epoch is current", to, mv.GetMoveId())
+}
+
 // follow moves the client to another session (the child of a clear, new
 // or fork): it leaves the current one, prints what happened there since
 // the last event shown, then describes the child, replays it, attaches,
@@ -624,8 +660,10 @@ func (o *opener) command(ctx context.Context, line string) (quit bool, err error
 		if err := o.ledger(ctx, strings.Fields(word)); err != nil {
 			return true, err
 		}
+	case word == "/move" || strings.HasPrefix(word, "/move "):
+		o.move(ctx, strings.Fields(word)[1:])
 	case word == "/help" || word == "/?":
-		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; y or n answers a pending approval; //text sends /text; Ctrl-D detaches")
+		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; /move [NODE] its execution; y or n answers a pending approval; //text sends /text; Ctrl-D detaches")
 	case word == "/quit" || word == "/exit" || word == "/detach":
 		return true, nil
 	case strings.HasPrefix(word, "//"):
@@ -775,6 +813,8 @@ func (o *opener) handleEvents(ctx context.Context, events []*fakv1.Event, askAns
 			if o.conn.isSelf(f.AttachmentID) {
 				o.conn.setLease(false)
 			}
+		case evMoveCutover:
+			o.out.notice("the session now runs on %s as epoch %d; this client stays attached and sends to epoch %d", f.To, f.NewEpoch, o.tr.epoch)
 		case evApprovalRequested:
 			if !o.mine[o.tr.approvalTurn] {
 				continue

@@ -41,6 +41,14 @@ const (
 	evBudgetCharged    = "budget.charged"
 	evBudgetExhausted  = "budget.exhausted"
 	evSessionForked    = "session.forked"
+	// Moves (DESIGN.md §8): one event per transition.
+	evMoveRequested    = "move.requested"
+	evMoveCheckpointed = "move.checkpointed"
+	evMoveAdmitted     = "move.admitted"
+	evMoveRestored     = "move.restored"
+	evMoveCutover      = "move.cutover"
+	evMoveFailed       = "move.failed"
+	evMoveUnsafe       = "move.unsafe"
 )
 
 // noticePrefix starts every line the client prints on its own account (not
@@ -88,6 +96,19 @@ type eventFacts struct {
 	ForkAddress          uint64       `json:"fork_address"`
 	CopiedEvents         int          `json:"copied_events"`
 	Child                string       `json:"child"`
+	// Move facts (fsm: moveFact).
+	MoveID        string   `json:"move_id"`
+	State         string   `json:"state"`
+	Cause         string   `json:"cause"`
+	From          string   `json:"from"`
+	To            string   `json:"to"`
+	SourceEpoch   uint64   `json:"source_epoch"`
+	CheckpointSeq uint64   `json:"checkpoint_seq"`
+	NewEpoch      uint64   `json:"new_epoch"`
+	Checks        []string `json:"checks"`
+	Degradation   []string `json:"degradation"`
+	Phase         string   `json:"phase"`
+	ElapsedNanos  int64    `json:"elapsed_nanos"`
 }
 
 // budgetFacts is one charge (fsm: budgetFact).
@@ -299,6 +320,10 @@ func (r *renderer) line(ev *fakv1.Event) string {
 		if ok && f.SourceSession != "" {
 			return addr + fmt.Sprintf("forked from %s at #%d (%s copied)", f.SourceSession, f.ForkAddress, plural(uint64(f.CopiedEvents), "event"))
 		}
+	case evMoveRequested, evMoveCheckpointed, evMoveAdmitted, evMoveRestored, evMoveCutover, evMoveFailed, evMoveUnsafe:
+		if ok && f.MoveID != "" {
+			return addr + moveLine(ev.GetKind(), f)
+		}
 	case evAttachmentJoined:
 		if ok {
 			s := addr + r.who(f.AttachmentID, f.ClientKind, f.ClientName) + " joined"
@@ -394,6 +419,56 @@ func (r *renderer) line(ev *fakv1.Event) string {
 		return addr + ev.GetKind()
 	}
 	return addr + ev.GetKind() + ": " + indentRest(text)
+}
+
+// moveLine words one transition of a move: where it goes, what each step
+// fixed, and how long after the request it committed.
+func moveLine(kind string, f eventFacts) string {
+	after := ""
+	if f.ElapsedNanos > 0 {
+		after = fmt.Sprintf(" (+%dms)", time.Duration(f.ElapsedNanos).Milliseconds())
+	}
+	switch kind {
+	case evMoveRequested:
+		to := f.To
+		if to == "" {
+			to = "the least loaded admitted node"
+		}
+		s := fmt.Sprintf("move requested: %s → %s", f.From, to)
+		if f.Cause != "" {
+			s += " (" + f.Cause + ")"
+		}
+		return s + "; the session runs on " + f.From + " until the cutover"
+	case evMoveCheckpointed:
+		return fmt.Sprintf("move: checkpointed at #%d%s", f.CheckpointSeq, after)
+	case evMoveAdmitted:
+		s := "move: " + f.To + " admitted"
+		if len(f.Checks) > 0 {
+			s += " (" + strings.Join(f.Checks, ", ") + ")"
+		}
+		if len(f.Degradation) > 0 {
+			s += "; degradation: " + strings.Join(f.Degradation, "; ")
+		}
+		return s + after
+	case evMoveRestored:
+		return fmt.Sprintf("move: restored on %s as epoch %d%s", f.To, f.NewEpoch, after)
+	case evMoveCutover:
+		return fmt.Sprintf("move committed: %s → %s, epoch %d%s", f.From, f.To, f.NewEpoch, after)
+	}
+	what := "move failed"
+	if kind == evMoveUnsafe {
+		what = "move unsafe (no safe point)"
+	}
+	if f.Phase != "" {
+		what += " in " + f.Phase
+	}
+	if f.Reason != "" {
+		what += ": " + singleLine(f.Reason)
+	}
+	if f.From != "" {
+		what += "; the session stays on " + f.From
+	}
+	return what + after
 }
 
 // formatCharge lists what a charge asked for: "1 turn, 100 output tokens,
@@ -599,6 +674,13 @@ func header(d *fakv1.DescribeSessionResponse, now time.Time) string {
 	if p := s.GetProvider(); p != "" {
 		fmt.Fprintf(&b, "  provider: %s\n", joinNonEmpty(" ", p, "session", s.GetProviderSessionId()))
 	}
+	if m := s.GetMove(); m != nil && !moveStateEnded(m.GetState()) {
+		to := m.GetTarget().GetNode()
+		if to == "" {
+			to = "the least loaded admitted node"
+		}
+		fmt.Fprintf(&b, "  move in progress: %s → %s (%s, %s)\n", m.GetSourceNode(), to, m.GetState(), m.GetMoveId())
+	}
 	if r := s.GetResetSeq(); r != 0 {
 		fmt.Fprintf(&b, "  context reset at #%d\n", r)
 	}
@@ -649,6 +731,11 @@ func header(d *fakv1.DescribeSessionResponse, now time.Time) string {
 		}
 	}
 	return b.String()
+}
+
+// moveStateEnded reports whether a move state is terminal.
+func moveStateEnded(state string) bool {
+	return state == "CUTOVER_COMMITTED" || state == "MOVE_FAILED" || state == "MOVE_UNSAFE"
 }
 
 // budgetLine summarizes a budget envelope: used/limit on every limited

@@ -244,3 +244,73 @@ func TestHeaderAndControls(t *testing.T) {
 		t.Errorf("controls:\n%s\nwant:\n%s", got, wantControls)
 	}
 }
+
+// TestRenderMoveEvents renders every transition of a move, as the facts fsm
+// writes them, and the epoch.changed of its cutover; the header shows a
+// move in progress.
+func TestRenderMoveEvents(t *testing.T) {
+	r := newRenderer("terminal")
+	var b strings.Builder
+	for _, ev := range []*fakv1.Event{
+		event(6, "move.requested", "move requested: n1 → n2",
+			m{"move_id": "mov_1", "state": "SAFE_POINT_REQUESTED", "cause": "operator", "from": "n1", "to": "n2", "source_epoch": 2}),
+		event(7, "move.checkpointed", "checkpointed at #6",
+			m{"move_id": "mov_1", "state": "CHECKPOINTED", "source_epoch": 2, "checkpoint_seq": 6, "digest": "ab", "elapsed_nanos": 18_400_000}),
+		event(8, "move.admitted", "destination n2 admitted",
+			m{"move_id": "mov_1", "state": "DESTINATION_ADMITTED", "to": "n2", "placement": m{"runtime_adapter": "echo", "node": "n2"},
+				"checks": []string{"alive", "not_draining", "capacity"}, "elapsed_nanos": 19_000_000}),
+		event(9, "move.restored", "restored on n2 as epoch 3",
+			m{"move_id": "mov_1", "state": "RESTORED", "to": "n2", "new_epoch": 3, "digest": "ab", "elapsed_nanos": 33_000_000}),
+		event(10, "epoch.changed", "epoch 3: echo on n2 (move)", m{"epoch": 3, "placement": m{"runtime_adapter": "echo", "node": "n2"}, "reason": "move"}),
+		event(11, "move.cutover", "cutover: n1 → n2",
+			m{"move_id": "mov_1", "state": "CUTOVER_COMMITTED", "from": "n1", "to": "n2", "new_epoch": 3, "cause": "operator", "elapsed_nanos": 34_000_000}),
+		event(12, "move.requested", "move requested: n2 → any admitted node",
+			m{"move_id": "mov_2", "state": "SAFE_POINT_REQUESTED", "cause": "drain", "from": "n2", "source_epoch": 3}),
+		event(13, "move.admitted", "destination n1 admitted",
+			m{"move_id": "mov_2", "state": "DESTINATION_ADMITTED", "to": "n1", "degradation": []string{`model "a" → "b": the provider cache starts cold`}}),
+		event(14, "move.failed", "MOVE_FAILED in DESTINATION_ADMITTED: digest",
+			m{"move_id": "mov_2", "state": "MOVE_FAILED", "phase": "DESTINATION_ADMITTED", "reason": "DIGEST_MISMATCH: restored journal differs", "from": "n2", "to": "n1", "elapsed_nanos": 5_000_000}),
+		event(15, "move.unsafe", "MOVE_UNSAFE",
+			m{"move_id": "mov_3", "state": "MOVE_UNSAFE", "phase": "SAFE_POINT_REQUESTED", "reason": "no safe point within 1s", "from": "n2"}),
+		event(16, "move.cutover", "cutover: n1 → n2", nil),
+	} {
+		b.WriteString(r.render(ev))
+	}
+	want := `#6 move requested: n1 → n2 (operator); the session runs on n1 until the cutover
+#7 move: checkpointed at #6 (+18ms)
+#8 move: n2 admitted (alive, not_draining, capacity) (+19ms)
+#9 move: restored on n2 as epoch 3 (+33ms)
+#10 epoch 3: echo on n2 (move)
+#11 move committed: n1 → n2, epoch 3 (+34ms)
+#12 move requested: n2 → the least loaded admitted node (drain); the session runs on n2 until the cutover
+#13 move: n1 admitted; degradation: model "a" → "b": the provider cache starts cold
+#14 move failed in DESTINATION_ADMITTED: DIGEST_MISMATCH: restored journal differs; the session stays on n2 (+5ms)
+#15 move unsafe (no safe point) in SAFE_POINT_REQUESTED: no safe point within 1s; the session stays on n2
+#16 move.cutover: cutover: n1 → n2
+`
+	if got := b.String(); got != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", got, want)
+	}
+
+	// The tracker follows the cutover's epoch: the next input goes to it.
+	var tr tracker
+	tr.init(&fakv1.DescribeSessionResponse{Session: &fakv1.Session{Epoch: 2}}, time.Now())
+	tr.apply(event(10, "epoch.changed", "", m{"epoch": 3, "reason": "move"}))
+	tr.apply(event(11, "move.cutover", "", m{"move_id": "mov_1", "state": "CUTOVER_COMMITTED", "new_epoch": 3}))
+	if tr.epoch != 3 {
+		t.Errorf("epoch %d after a move's cutover, want 3", tr.epoch)
+	}
+
+	d := &fakv1.DescribeSessionResponse{Session: &fakv1.Session{SessionId: "ses_1", Title: "demo", Epoch: 2,
+		State:     fakv1.SessionState_SESSION_STATE_ACTIVE,
+		Placement: &fakv1.Placement{RuntimeAdapter: "echo", Node: "n1"},
+		Move:      &fakv1.Move{MoveId: "mov_1", State: "CHECKPOINTED", SourceNode: "n1", Target: &fakv1.Placement{Node: "n2"}},
+	}}
+	if got := header(d, time.Now()); !strings.Contains(got, "  epoch 2: echo on n1\n  head #0, 0 turns completed\n  move in progress: n1 → n2 (CHECKPOINTED, mov_1)\n") {
+		t.Errorf("header with a move in progress:\n%s", got)
+	}
+	d.Session.Move.State = "CUTOVER_COMMITTED"
+	if got := header(d, time.Now()); strings.Contains(got, "move") {
+		t.Errorf("header shows a finished move:\n%s", got)
+	}
+}
