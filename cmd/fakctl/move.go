@@ -160,21 +160,7 @@ func sessionMoveCommand(fs *flag.FlagSet) runFunc {
 
 // moveHeadline names the move: "Move mov_… of ses_…: n1 (epoch 2) → n2".
 func moveHeadline(m *fakv1.Move) string {
-	to := m.GetTarget().GetNode()
-	if to == "" {
-		to = "any admitted node"
-	}
-	s := fmt.Sprintf("Move %s of %s: %s (epoch %d) → %s", m.GetMoveId(), m.GetSessionId(), m.GetSourceNode(), m.GetSourceEpoch(), to)
-	var changes []string
-	for _, ch := range [][2]string{{"model", m.GetTarget().GetModel()}, {"provider", m.GetTarget().GetProvider()},
-		{"adapter", m.GetTarget().GetRuntimeAdapter()}, {"account", m.GetTarget().GetAccountRef()}} {
-		if ch[1] != "" {
-			changes = append(changes, ch[0]+" "+ch[1])
-		}
-	}
-	if len(changes) > 0 {
-		s += ", " + strings.Join(changes, ", ")
-	}
+	s := fmt.Sprintf("Move %s of %s: %s (epoch %d) → %s", m.GetMoveId(), m.GetSessionId(), m.GetSourceNode(), m.GetSourceEpoch(), formatTarget(m.GetTarget()))
 	if m.GetCause() != "" && m.GetCause() != "operator" {
 		s += " (" + m.GetCause() + ")"
 	}
@@ -291,17 +277,13 @@ func writeMove(w io.Writer, sessionID string, m *fakv1.Move) error {
 	if !moveEnded(state) {
 		state += " (in progress)"
 	}
-	target := formatPlacement(m.GetTarget())
-	if m.GetTarget().GetNode() == "" {
-		target = strings.TrimPrefix(joinNonEmpty(target, "on any admitted node"), "(no adapter) ")
-	}
 	fields := [][2]string{
 		{"Move", m.GetMoveId()},
 		{"Session", m.GetSessionId()},
 		{"State", state},
 		{"Cause", m.GetCause()},
 		{"From", fmt.Sprintf("%s (epoch %d)", m.GetSourceNode(), m.GetSourceEpoch())},
-		{"Requested", target},
+		{"Requested", formatTarget(m.GetTarget())},
 	}
 	if m.GetCheckpointSeq() != 0 {
 		fields = append(fields, [2]string{"Checkpoint", fmt.Sprintf("at seq %d (digest %s)", m.GetCheckpointSeq(), shortDigest(m.GetDigest()))})
@@ -332,6 +314,22 @@ func writeMove(w io.Writer, sessionID string, m *fakv1.Move) error {
 			time.Duration(t-m.GetRequestedUnixNano()).Milliseconds())})
 	}
 	return writeFields(w, fields)
+}
+
+// formatTarget renders a requested placement: its node ("any admitted
+// node" when none) and what it changes: "n2, model m2".
+func formatTarget(p *fakv1.Placement) string {
+	s := p.GetNode()
+	if s == "" {
+		s = "any admitted node"
+	}
+	for _, ch := range [][2]string{{"adapter", p.GetRuntimeAdapter()}, {"model", p.GetModel()},
+		{"provider", p.GetProvider()}, {"account", p.GetAccountRef()}} {
+		if ch[1] != "" {
+			s += ", " + ch[0] + " " + ch[1]
+		}
+	}
+	return s
 }
 
 // shortDigest keeps the first 12 hex digits of a SHA-256.

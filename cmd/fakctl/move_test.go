@@ -427,7 +427,7 @@ func TestSessionMoveStatus(t *testing.T) {
 		`(?m)^State: +MOVE_FAILED$`,
 		`(?m)^Cause: +drain$`,
 		`(?m)^From: +n1 \(epoch 2\)$`,
-		`(?m)^Requested: +on any admitted node$`,
+		`(?m)^Requested: +any admitted node$`,
 		`(?m)^Checkpoint: +at seq 41 \(digest 0f0f0f0f0f0f…\)$`,
 		`(?m)^Degradation: +none$`,
 		`(?m)^Reason: +n2 refused: capacity: hosts 4 of 4 sessions$`,
@@ -446,7 +446,7 @@ func TestSessionMoveStatus(t *testing.T) {
 	_, out, _ = runCLI(t, url, "session", "move-status", "s-1")
 	for _, re := range []string{
 		`(?m)^State: +DESTINATION_ADMITTED \(in progress\)$`,
-		`(?m)^Requested: +\(no adapter\) on n2, model m2$`,
+		`(?m)^Requested: +n2, model m2$`,
 		`(?m)^Admitted: +echo on n2, model m2$`,
 		`(?m)^Checks passed: +alive, capacity$`,
 		`(?m)^Degradation: +model "m1" → "m2": the provider cache starts cold \(accepted\)$`,

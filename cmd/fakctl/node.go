@@ -19,7 +19,7 @@ import (
 // load and draining flag.
 
 // drainPoll is how often node drain reads the fleet while it waits.
-var drainPoll = 250 * time.Millisecond
+var drainPoll = 100 * time.Millisecond
 
 func (c *cli) nodeClient() fakv1connect.NodeServiceClient {
 	return fakv1connect.NewNodeServiceClient(c.httpClient, c.baseURL, c.clientOpts...)
