@@ -31,6 +31,9 @@ const CONTROLS = {
   "session.clear": { label: "Clear", id: "session-clear", confirm: "Stop this session and continue in a cleared child?", run: (v) => v.ledger("ClearSession") },
   "session.new": { label: "New in lineage", id: "session-new", confirm: "Stop this session and start a new one in its lineage?", run: (v) => v.ledger("NewSession") },
   "session.fork": { label: "Fork at head", id: "session-fork", run: (v) => v.ledger("ForkSession") },
+  // Moving the session's execution (DESIGN.md §8) to the node picked next
+  // to the button; the page stays attached and follows the new epoch.
+  "session.move": { label: "Move", id: "session-move", run: (v) => v.move() },
   "detach": { label: "Detach", id: "detach", run: (v) => v.leave() },
 };
 
@@ -60,6 +63,7 @@ class SessionView {
     this.events = new Map();            // seq (string) → event
     this.busy = new Set();              // controls with a call in flight
     this.controlRows = new Map();       // control name → its row
+    this.nodes = [];                    // NodeService/ListNodes, for the move picker
 
     this.view = $("#session-view");
     this.view.dataset.sessionId = id;
@@ -227,7 +231,24 @@ class SessionView {
     ev.seq = seq.toString();
     this.events.set(ev.seq, ev);
     this.transcript.append(ev);
+    if (ev.kind === "epoch.changed") {
+      // A move's cutover (or a fresh, a resume): input goes to the new
+      // epoch from now on. Take it from the event at once, and read the
+      // descriptor now rather than after the usual pause: the placement,
+      // the controls and the move picker changed with it.
+      this.raiseEpoch((eventData(ev) || {}).epoch);
+      this.describe().catch(() => {});
+      if (this.controlRows.has("session.move")) this.loadNodes();
+      return;
+    }
     if (ev.kind !== "output") this.scheduleDescribe();
+  }
+
+  // raiseEpoch keeps the newest epoch seen: epochs only grow, and an answer
+  // to a describe sent before a cutover must not take the view back.
+  raiseEpoch(e) {
+    if (e === undefined || e === null) return;
+    if (u64(e) > u64(this.epoch)) this.epoch = str(e);
   }
 
   // loadEarlier reads the page of events before the first one shown and
@@ -291,7 +312,7 @@ class SessionView {
     }
     this.desc = d;
     const s = d.session || {};
-    this.epoch = str(s.epoch || "0");
+    this.raiseEpoch(s.epoch || "0");
     $("#session-title").textContent = s.title || this.id;
     this.view.dataset.state = enumName(s.state, "SESSION_STATE_");
     this.view.dataset.head = str(s.headSeq || "0");
@@ -332,6 +353,7 @@ class SessionView {
     row("Turns", str(s.turnsCompleted || "0") + " completed");
     if (u64(s.contextCap) || u64(s.contextUsed)) row("Context", str(s.contextUsed || "0") + (u64(s.contextCap) ? " of " + s.contextCap : "") + " tokens");
     if (d.budget) row("Budget", this.budgetText(d.budget));
+    if (s.move) row("Move", moveText(s.move), u64(s.movesCompleted) ? " · " + s.movesCompleted + " completed" : "");
     if (s.parentSession) {
       row("Lineage", s.boundarySource || "child", " of ",
         el("a", { href: "#session=" + encodeURIComponent(s.parentSession) }, s.parentSession),
@@ -422,8 +444,46 @@ class SessionView {
     const button = el("button", { type: "button", id: known && known.id, "data-control-button": name }, known ? known.label : name);
     button.addEventListener("click", () => this.runControl(name));
     const why = el("span", { class: "why" });
-    const e = el("div", { class: "control", "data-control": name }, button, el("code", { class: "name" }, name), why);
+    let picker = null;
+    if (name === "session.move") {
+      // The destination: a node from NodeService/ListNodes, or the least
+      // loaded one the fleet admits.
+      picker = el("select", { id: "move-node", class: "picker", title: "destination node" },
+        el("option", { value: "" }, "least loaded node"));
+      picker.addEventListener("focus", () => this.loadNodes());
+      this.loadNodes(picker);
+    }
+    const e = el("div", { class: "control", "data-control": name }, button, el("code", { class: "name" }, name), picker, why);
     return { e, button, why };
+  }
+
+  // loadNodes fills the move picker: every node record with its gossip
+  // status, load and draining flag; nodes that cannot take the session
+  // (the current one, draining, not alive) are listed but disabled.
+  async loadNodes(picker) {
+    try {
+      const r = await this.rpc("NodeService/ListNodes", {}, { signal: this.life.signal, timeoutMs: 5000 });
+      this.nodes = r.nodes || [];
+    } catch (_) {
+      return; // keep the last list; the fleet decides anyway
+    }
+    picker = picker || $("#move-node");
+    if (!picker) return;
+    const current = (this.desc && this.desc.session && this.desc.session.placement && this.desc.session.placement.node) || "";
+    const chosen = picker.value;
+    const opts = [el("option", { value: "" }, "least loaded node")];
+    for (const n of this.nodes) {
+      const cap = u64(n.capacity) ? String(n.capacity) : "∞";
+      const notes = [n.status || "unknown", str(n.sessions || 0) + "/" + cap + " sessions"];
+      if (n.draining) notes.push("draining");
+      if (n.name === current) notes.push("current");
+      opts.push(el("option", {
+        value: n.name, "data-node": n.name,
+        disabled: n.name === current || n.draining || n.status !== "alive",
+      }, n.name + " (" + notes.join(", ") + ")"));
+    }
+    picker.replaceChildren(...opts);
+    if ([...picker.options].some((o) => o.value === chosen && !o.disabled)) picker.value = chosen;
   }
 
   async runControl(name) {
@@ -523,10 +583,21 @@ class SessionView {
     const requestId = this.unanswered.requestId;
     const r = await this.act("input.text", async () => {
       this.needAttachment();
+      const act = (rid) => this.rpc("SessionService/Act", {
+        sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, input: { text }, requestId: rid,
+      });
       try {
-        return await this.rpc("SessionService/Act", {
-          sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, input: { text }, requestId,
-        });
+        try {
+          return await act(requestId);
+        } catch (err) {
+          // The session moved (or was refreshed) since the descriptor this
+          // tab acts on: read the new epoch and send once more, under a new
+          // request id (the refusal is the first one's answer).
+          if (err.reason !== "STALE_EPOCH") throw err;
+          await this.describe();
+          this.unanswered = { text, requestId: newRequestID() };
+          return await act(this.unanswered.requestId);
+        }
       } catch (err) {
         // A typed refusal is an answer: the next send is a new input.
         if (err.code !== "unavailable" && err.code !== "unknown" && err.code !== "deadline_exceeded") this.unanswered = null;
@@ -560,6 +631,19 @@ class SessionView {
     const next = b.session && b.session.sessionId;
     $("#input-result").textContent = (b.action || method) + (next && next !== this.id ? " → " + next : "");
     if (next && next !== this.id) location.hash = "session=" + encodeURIComponent(next);
+  }
+
+  // move asks the fleet to move the session's execution to the node picked
+  // (or the least loaded admitted one); the move.* events show its
+  // progress, and the cutover's epoch.changed the new epoch.
+  async move() {
+    const picker = $("#move-node");
+    const to = (picker && picker.value) || "";
+    const r = await this.rpc("SessionService/MoveSession", { sessionId: this.id, toNode: to, requestId: newRequestID() });
+    const m = r.move || {};
+    const res = $("#input-result");
+    res.textContent = "move " + (m.moveId || "") + " requested → " + (to || "the least loaded node");
+    res.dataset.moveId = m.moveId || "";
   }
 
   stopSession() {

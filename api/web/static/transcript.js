@@ -95,6 +95,10 @@ class Transcript {
         return this.meta(ev, attrs, seq ? "approval #" + seq + " " + verdict + " by " + this.who(d) + (d.note ? ": " + d.note : "") : ev.text);
       }
       default:
+        if (ev.kind.startsWith("move.") && d.state) {
+          attrs.class += " move";
+          attrs["data-move-state"] = d.state;
+        }
         return this.meta(ev, attrs, this.describe(ev, d));
     }
   }
@@ -116,8 +120,17 @@ class Transcript {
         if (d.placement) {
           const p = d.placement;
           return "epoch " + str(d.epoch) + ": " + ([p.runtime_adapter, p.provider, p.model].filter(Boolean).join(" ") || "(no runtime adapter)") +
-            (p.node ? " on " + p.node : "");
+            (p.node ? " on " + p.node : "") + (d.reason ? " (" + d.reason + ")" : "");
         }
+        break;
+      case "move.requested":
+      case "move.checkpointed":
+      case "move.admitted":
+      case "move.restored":
+      case "move.cutover":
+      case "move.failed":
+      case "move.unsafe":
+        if (d.move_id) return moveEventText(ev.kind, d);
         break;
       case "attachment.joined":
         if (d.client_kind) return this.who(d) + " joined" + (d.node ? " via " + d.node : "");
@@ -192,4 +205,23 @@ class Transcript {
     a.status.textContent = open ? "waiting for an answer" :
       this.pendingApproval === seq ? "attach to answer" : "not pending";
   }
+}
+
+// moveEventText words one transition of a move the way the terminal client
+// does: where it goes, what the step fixed, how long after the request.
+function moveEventText(kind, d) {
+  const after = u64(d.elapsed_nanos) ? " (+" + (u64(d.elapsed_nanos) / 1000000n) + "ms)" : "";
+  switch (kind) {
+    case "move.requested":
+      return "move requested: " + (d.from || "?") + " → " + (d.to || "the least loaded admitted node") +
+        (d.cause ? " (" + d.cause + ")" : "") + "; the session runs on " + (d.from || "its node") + " until the cutover";
+    case "move.checkpointed": return "move: checkpointed at #" + str(d.checkpoint_seq) + after;
+    case "move.admitted":
+      return "move: " + (d.to || "?") + " admitted" + ((d.checks || []).length ? " (" + d.checks.join(", ") + ")" : "") +
+        ((d.degradation || []).length ? "; degradation: " + d.degradation.join("; ") : "") + after;
+    case "move.restored": return "move: restored on " + (d.to || "?") + " as epoch " + str(d.new_epoch) + after;
+    case "move.cutover": return "move committed: " + (d.from || "?") + " → " + (d.to || "?") + ", epoch " + str(d.new_epoch) + after;
+  }
+  return (kind === "move.unsafe" ? "move unsafe (no safe point)" : "move failed") + (d.phase ? " in " + d.phase : "") +
+    (d.reason ? ": " + d.reason : "") + (d.from ? "; the session stays on " + d.from : "") + after;
 }

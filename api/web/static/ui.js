@@ -95,6 +95,15 @@ function newRequestID() {
   return "web_" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
+// moveText says where a move goes and how far it is: "mov_… CHECKPOINTED:
+// n1 → n2 (in progress)", "… MOVE_FAILED: n1 → n2: reason".
+function moveText(m) {
+  const to = (m.admitted && m.admitted.node) || (m.target && m.target.node) || "least loaded node";
+  const ended = ["CUTOVER_COMMITTED", "MOVE_FAILED", "MOVE_UNSAFE"].includes(m.state);
+  return (m.moveId || "") + " " + (m.state || "") + ": " + (m.sourceNode || "?") + " → " + to +
+    (m.reason ? ": " + m.reason : "") + (ended ? "" : " (in progress)");
+}
+
 function errorText(err) {
   if (err instanceof Connect.RpcError) return err.toString();
   return String(err && err.message || err);
