@@ -39,7 +39,7 @@ func (h *sessionHandler) CreateSession(ctx context.Context, req *connect.Request
 		m.Placement = &fakv1.Placement{}
 	}
 	if m.Placement.Node == "" {
-		m.Placement.Node = h.s.cfg.NodeName
+		m.Placement.Node = h.s.defaultNode()
 	}
 	if m.Placement.RuntimeAdapter == "" {
 		m.Placement.RuntimeAdapter = fsm.DefaultRuntimeAdapter
