@@ -14,24 +14,27 @@ import (
 )
 
 // mixGen writes a seeded random log of attachment, lease, input, approval
-// and runner commands, budget charges, reset-ledger operations and
-// provider hooks of guarded launches. Each entry is drawn against the
-// state the log has produced so far (it is applied to gen as it is
+// and runner commands, budget charges, reset-ledger operations, provider
+// hooks of guarded launches, node records and moves. Each entry is drawn
+// against the state the log has produced so far (it is applied to gen as it is
 // written), so that most commands are plausible and the log reaches deep
 // turn states and lineages, while a share of them are wrong in every way a
 // client, runner or hook can be wrong.
 type mixGen struct {
 	t        *testing.T
 	r        *rand.Rand
+	mr       *rand.Rand // the moves' and nodes' own stream
 	gen      *harness
 	log      []*raft.Log
 	results  [][]*fsmpb.Result
+	cmds     [][]*fsmpb.Command // the commands of each entry
 	now      int64
 	sessions []string // every session, in order of appearance
 	live     []string // the active ones
 	home     []string // s0-s3, or the child a clear or new replaced each with
 	known    map[string]bool
 	reqs     []string // request ids used so far
+	moves    int      // move ids drawn so far
 }
 
 const (
@@ -44,7 +47,7 @@ const (
 )
 
 func newMixGen(t *testing.T, seed uint64) *mixGen {
-	g := &mixGen{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), gen: newHarness(t), now: t0, known: map[string]bool{}}
+	g := &mixGen{t: t, r: rand.New(rand.NewPCG(seed, 0x5eed)), mr: rand.New(rand.NewPCG(seed, 0x303e)), gen: newHarness(t), now: t0, known: map[string]bool{}}
 	var cmds []*fsmpb.Command
 	for i := range 4 {
 		id := fmt.Sprintf("s%d", i)
@@ -54,6 +57,9 @@ func newMixGen(t *testing.T, seed uint64) *mixGen {
 		cmds = append(cmds, c)
 	}
 	cmds = append(cmds, bindLaunch("L0", "claude", "s0"), bindLaunch("L1", "codex", "s1"), hookStart("L0", "startup", "p0"))
+	for _, n := range mixNodes[:3] {
+		cmds = append(cmds, registerNode(nodeRecord(n)))
+	}
 	g.add(cmds...)
 	g.home = slices.Clone(g.sessions)
 	return g
@@ -68,6 +74,7 @@ func (g *mixGen) add(cmds ...*fsmpb.Command) []*fsmpb.Result {
 	rs := results(g.t, g.gen.f.Apply(l))
 	g.log = append(g.log, l)
 	g.results = append(g.results, rs)
+	g.cmds = append(g.cmds, cmds)
 	g.track(rs)
 	return rs
 }
@@ -98,6 +105,8 @@ func (g *mixGen) track(rs []*fsmpb.Result) {
 }
 
 func (g *mixGen) pick(n int) int { return g.r.IntN(n) }
+
+func (g *mixGen) mpick(n int) int { return g.mr.IntN(n) }
 
 func (g *mixGen) attachment() string { return fmt.Sprintf("a%d", g.pick(mixAttachments)) }
 
@@ -201,21 +210,154 @@ func (g *mixGen) ledgerCommand(s *fsmpb.Session) *fsmpb.Command {
 	return withMetadata(hookStart(launch, source, pid), `{"cwd":"/w"}`)
 }
 
+var (
+	mixNodes       = []string{"n0", "n1", "n2", "n3"}
+	mixMoveCauses  = []string{MoveCauseOperator, MoveCauseOperator, MoveCauseDrain, MoveCauseRecovery}
+	mixDegradation = []string{"cold cache"}
+)
+
+// nodeCommand registers a node (sometimes with unsorted labels) or drains
+// or undrains one (sometimes one never registered, sometimes to the value
+// it has).
+func (g *mixGen) nodeCommand() *fsmpb.Command {
+	name := mixNodes[g.mpick(len(mixNodes))]
+	switch g.mpick(5) {
+	case 0, 1:
+		n := nodeRecord(name)
+		n.Capacity = uint32(g.mpick(10))
+		if g.mpick(3) == 0 {
+			slices.Reverse(n.Labels) // INVALID_ARGUMENT
+		}
+		return registerNode(n)
+	case 2:
+		name = "n9" // NOT_FOUND
+	}
+	return setDraining(name, g.mpick(2) == 0)
+}
+
+// digest is JournalDigest over events 1..seq of id in gen's replica (up
+// to its head if seq lies past it).
+func (g *mixGen) digest(id string, seq uint64) string {
+	if seq == 0 {
+		return JournalDigest(nil)
+	}
+	evs, _, _ := g.gen.f.Events(id, 1, int(min(seq, 1<<20)))
+	return JournalDigest(evs)
+}
+
+// moveCommand draws a move command on session s: with no move open, mostly
+// a new request (sometimes an invalid one, a retry of the last, or a step
+// or failure of a move that is over); with one open, mostly its next step
+// as the controller and runners would commit it, sometimes a failure, a
+// second request (BUSY), a step of another state (MOVE_STATE) or of
+// another move, or a wrong checkpoint or restore.
+func (g *mixGen) moveCommand(s *fsmpb.Session) *fsmpb.Command {
+	id, m := s.SessionId, s.Move
+	if !MoveOpen(m) {
+		switch g.mpick(12) {
+		case 0:
+			return moveFail(id, "mv0", "late", false) // no such move: MOVE_STATE
+		case 1:
+			if m != nil {
+				return moveFail(id, m.MoveId, "late", g.mpick(2) == 0) // no-op
+			}
+		case 2, 3:
+			if m != nil {
+				return moveTo(id, m.MoveId, mixNodes[g.mpick(len(mixNodes))]) // no-op
+			}
+		case 4:
+			return g.moveStep(s, m.GetMoveId(), moveStates[g.mpick(len(moveStates))]) // MOVE_STATE
+		}
+		return g.newMove(s)
+	}
+	state, moveID := m.State, m.MoveId
+	switch g.mpick(16) {
+	case 0:
+		return moveFail(id, moveID, "deadline", state == MoveSafePointRequested && g.mpick(2) == 0)
+	case 1:
+		return g.newMove(s) // BUSY
+	case 2:
+		state = moveStates[g.mpick(len(moveStates))] // MOVE_STATE unless it is the right one
+	case 3:
+		moveID = fmt.Sprintf("mv%d", g.mpick(g.moves+1)) // most likely another move's
+	}
+	return g.moveStep(s, moveID, state)
+}
+
+func (g *mixGen) newMove(s *fsmpb.Session) *fsmpb.Command {
+	g.moves++
+	target := &fsmpb.Placement{Node: mixNodes[g.mpick(len(mixNodes))]}
+	switch g.mpick(8) {
+	case 0:
+		target.Node = "" // any admitted node
+	case 1:
+		target.Model = fmt.Sprintf("m%d", g.mpick(3))
+	}
+	cause := mixMoveCauses[g.mpick(len(mixMoveCauses))]
+	if g.mpick(30) == 0 {
+		cause = "whim" // INVALID_ARGUMENT
+	}
+	c := requestMove(s.SessionId, fmt.Sprintf("mv%d", g.moves), target, cause)
+	c.GetRequestMove().SafePointTimeoutNanos = 30 * sec
+	c.GetRequestMove().AcceptDegradation = g.mpick(2) == 0
+	return c
+}
+
+// moveStep is the command that takes a move from state to the next one.
+func (g *mixGen) moveStep(s *fsmpb.Session, moveID, state string) *fsmpb.Command {
+	id, m := s.SessionId, s.Move
+	switch state {
+	case MoveSafePointRequested:
+		// At the head, with the source's digest; BUSY while a turn runs.
+		seq := s.HeadSeq
+		switch g.mpick(12) {
+		case 0:
+			seq = 0 // INVALID_ARGUMENT
+		case 1:
+			seq = s.HeadSeq + 1 // INVALID_ARGUMENT
+		case 2:
+			seq = uint64(1 + g.mpick(int(s.HeadSeq)))
+		}
+		epoch := s.Epoch
+		if g.mpick(15) == 0 {
+			epoch = []uint64{0, s.Epoch - 1, s.Epoch + 1}[g.mpick(3)] // STALE_EPOCH
+		}
+		return moveCheckpoint(id, moveID, epoch, seq, g.digest(id, seq))
+	case MoveCheckpointed:
+		p := admitted(s)
+		if m.GetTarget().GetNode() == "" {
+			p.Node = mixNodes[g.mpick(len(mixNodes))]
+		}
+		var degradation []string
+		if p.Model != s.Placement.GetModel() || g.mpick(10) == 0 {
+			degradation = mixDegradation // INVALID_ARGUMENT unless accepted
+		}
+		if g.mpick(25) == 0 {
+			p.Node = "" // INVALID_ARGUMENT
+		}
+		return moveAdmit(id, moveID, p, []string{"alive", "capacity"}, degradation)
+	case MoveAdmitted:
+		// The destination digests its replica up to the checkpoint; one
+		// lagging or diverged gets another digest (DIGEST_MISMATCH).
+		seq := m.GetCheckpointSeq()
+		if seq > 0 && g.mpick(4) == 0 {
+			seq--
+		}
+		epoch := s.Epoch + 1
+		if g.mpick(6) == 0 {
+			epoch = []uint64{s.Epoch, s.Epoch + 2}[g.mpick(2)] // STALE_EPOCH
+		}
+		return moveRestore(id, moveID, epoch, g.digest(id, seq))
+	case MoveRestored:
+		return moveCutover(id, moveID)
+	}
+	return moveFail(id, moveID, "deadline", g.mpick(2) == 0)
+}
+
 // command draws one command against the current state of gen.
 func (g *mixGen) command() *fsmpb.Command {
-	// Mostly the four home sessions, so that turns get deep; sometimes
-	// any active session (forks), sometimes any at all (stopped ones too).
-	pool := g.home
-	switch g.pick(10) {
-	case 0:
-		pool = g.sessions
-	case 1, 2:
-		if len(g.live) > 0 {
-			pool = g.live
-		}
-	}
-	id := pool[g.pick(len(pool))]
-	s := g.gen.session(id)
+	s := g.target(g.pick)
+	id := s.SessionId
 	var c *fsmpb.Command
 	switch g.pick(14) {
 	case 12:
@@ -269,10 +411,33 @@ func (g *mixGen) command() *fsmpb.Command {
 			c = appendEv(id, ev(KindNote, "n"))
 		}
 	}
+	return g.withRequestID(c, g.pick)
+}
+
+// target draws the session a command acts on: mostly the four home
+// sessions, so that turns get deep; sometimes any active session (forks),
+// sometimes any at all (stopped ones too). pick draws from one of g's
+// random streams.
+func (g *mixGen) target(pick func(int) int) *fsmpb.Session {
+	pool := g.home
+	switch pick(10) {
+	case 0:
+		pool = g.sessions
+	case 1, 2:
+		if len(g.live) > 0 {
+			pool = g.live
+		}
+	}
+	return g.gen.session(pool[pick(len(pool))])
+}
+
+// withRequestID gives c a fresh request id, or sometimes one used before
+// (a retry, perhaps with another body), or none.
+func (g *mixGen) withRequestID(c *fsmpb.Command, pick func(int) int) *fsmpb.Command {
 	switch {
-	case len(g.reqs) > 0 && g.pick(20) == 0: // a retry, perhaps with another body
-		c.RequestId = g.reqs[g.pick(len(g.reqs))]
-	case g.pick(4) == 0:
+	case len(g.reqs) > 0 && pick(20) == 0:
+		c.RequestId = g.reqs[pick(len(g.reqs))]
+	case pick(4) == 0:
 		c.RequestId = fmt.Sprintf("r%d", len(g.reqs))
 		g.reqs = append(g.reqs, c.RequestId)
 	}
@@ -280,7 +445,10 @@ func (g *mixGen) command() *fsmpb.Command {
 }
 
 // mixLog is the seeded log: n entries of 1-6 commands, time advancing by
-// up to 4 s an entry so that attachments and leases (1-31 s) lapse.
+// up to 4 s an entry so that attachments and leases (1-31 s) lapse. Half
+// the entries also carry a move or node command, on top of the others and
+// drawn from a stream of their own, so that the interactions stay as deep
+// as they were without them.
 func mixLog(t *testing.T, seed uint64, n int) *mixGen {
 	g := newMixGen(t, seed)
 	for range n {
@@ -288,6 +456,12 @@ func mixLog(t *testing.T, seed uint64, n int) *mixGen {
 		cmds := make([]*fsmpb.Command, 1+g.pick(6))
 		for i := range cmds {
 			cmds[i] = g.command()
+		}
+		switch g.mpick(16) {
+		case 0:
+			cmds = slices.Insert(cmds, g.mpick(len(cmds)+1), g.withRequestID(g.nodeCommand(), g.mpick))
+		case 1, 2, 3, 4, 5, 6, 7:
+			cmds = slices.Insert(cmds, g.mpick(len(cmds)+1), g.withRequestID(g.moveCommand(g.target(g.mpick)), g.mpick))
 		}
 		g.add(cmds...)
 	}
@@ -350,22 +524,69 @@ func TestInteractionMixIsDeterministic(t *testing.T) {
 func TestInteractionMixCoverage(t *testing.T) {
 	// The mix must reach the paths it claims to, or its determinism proves
 	// little.
-	g := mixLog(t, 1, 800)
+	mixCoverage(t, mixLog(t, 1, 800))
+}
+
+// mixCoverage fails unless the mix g reached every path listed.
+func mixCoverage(t *testing.T, g *mixGen) {
 	reasons := map[Reason]int{}
 	actions := map[string]int{}
 	noOps := 0
-	for _, rs := range g.results {
-		for _, r := range rs {
-			reasons[ReasonOf(ResultError(r))]++
+	// Outcomes of the move and node commands, by command and reason
+	// ("no-op" for a no-op).
+	moveOutcomes := map[string]int{}
+	for i, rs := range g.results {
+		for j, r := range rs {
+			reason := ReasonOf(ResultError(r))
+			reasons[reason]++
 			if r.NoOp {
 				noOps++
 			}
 			if b := r.GetBoundary(); b != nil {
 				actions[b.Action]++
 			}
+			var name string
+			switch g.cmds[i][j].Body.(type) {
+			case *fsmpb.Command_RequestMove:
+				name = "request"
+			case *fsmpb.Command_MoveCheckpoint:
+				name = "checkpoint"
+			case *fsmpb.Command_MoveAdmit:
+				name = "admit"
+			case *fsmpb.Command_MoveRestore:
+				name = "restore"
+			case *fsmpb.Command_MoveCutover:
+				name = "cutover"
+			case *fsmpb.Command_MoveFail:
+				name = "fail"
+			case *fsmpb.Command_RegisterNode:
+				name = "register"
+			case *fsmpb.Command_SetDraining:
+				name = "drain"
+			default:
+				continue
+			}
+			if r.NoOp {
+				reason = "no-op"
+			}
+			moveOutcomes[name+" "+string(reason)]++
 		}
 	}
 	t.Logf("reasons %v, no-ops %d, boundary actions %v", reasons, noOps, actions)
+	t.Logf("move and node outcomes %v", moveOutcomes)
+	for _, outcome := range []string{
+		"request ", "request BUSY", "request INVALID_ARGUMENT", "request no-op", "request SESSION_STOPPED",
+		"checkpoint ", "checkpoint BUSY", "checkpoint STALE_EPOCH", "checkpoint INVALID_ARGUMENT", "checkpoint MOVE_STATE",
+		"admit ", "admit INVALID_ARGUMENT", "admit MOVE_STATE",
+		"restore ", "restore DIGEST_MISMATCH", "restore STALE_EPOCH", "restore MOVE_STATE",
+		"cutover ", "cutover MOVE_STATE",
+		"fail ", "fail no-op", "fail MOVE_STATE",
+		"register ", "register INVALID_ARGUMENT", "drain ", "drain no-op", "drain NOT_FOUND",
+	} {
+		if moveOutcomes[outcome] == 0 {
+			t.Errorf("mix never produced the outcome %q", outcome)
+		}
+	}
 	for _, action := range []string{"bound", "no_op", "fresh", "reset", "clear", "new", "fork", "resume", "compact", "end"} {
 		if actions[action] == 0 {
 			t.Errorf("mix never produced a %s boundary result", action)
@@ -373,7 +594,7 @@ func TestInteractionMixCoverage(t *testing.T) {
 	}
 	for _, reason := range []Reason{"", ReasonInvalidArgument, ReasonAlreadyExists, ReasonAttachmentNotFound,
 		ReasonLeaseHeld, ReasonLeaseNotHeld, ReasonStaleEpoch, ReasonTurnOrder, ReasonNoPendingApproval,
-		ReasonNotFound, ReasonSessionStopped, ReasonBusy, ReasonBudgetExhausted} {
+		ReasonNotFound, ReasonSessionStopped, ReasonBusy, ReasonBudgetExhausted, ReasonMoveState, ReasonDigestMismatch} {
 		if reasons[reason] == 0 {
 			t.Errorf("mix never produced reason %q", reason)
 		}
@@ -382,10 +603,11 @@ func TestInteractionMixCoverage(t *testing.T) {
 		t.Error("mix never produced a no-op")
 	}
 	kinds := map[string]int{}
-	var turns uint64
+	var turns, moves uint64
 	steals, reaped := 0, map[string]int{}
 	for _, id := range g.sessions {
 		turns += g.gen.session(id).TurnsCompleted
+		moves += g.gen.session(id).MovesCompleted
 		evs, _, _ := g.gen.f.Events(id, 1, 1<<20)
 		for _, e := range evs {
 			kinds[e.Kind]++
@@ -408,6 +630,10 @@ func TestInteractionMixCoverage(t *testing.T) {
 	}
 	if turns == 0 {
 		t.Error("mix never completed a turn")
+	}
+	t.Logf("moves completed %d", moves)
+	if moves < 3 {
+		t.Errorf("mix completed %d moves, want some", moves)
 	}
 }
 
