@@ -15,6 +15,7 @@ import (
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 )
 
@@ -22,9 +23,10 @@ import (
 // node, so a follower's runner is forwarded to the leader exactly like any
 // client write and the same auth, limits and idempotency apply.
 type apiWriter struct {
-	http     *http.Client
-	runner   fakv1connect.RunnerServiceClient
-	sessions fakv1connect.SessionServiceClient
+	http      *http.Client
+	runner    fakv1connect.RunnerServiceClient
+	sessions  fakv1connect.SessionServiceClient
+	lifecycle fakv1connect.LifecycleServiceClient
 }
 
 func newAPIWriter(apiAddr string, tokens []string) *apiWriter {
@@ -35,9 +37,10 @@ func newAPIWriter(apiAddr string, tokens []string) *apiWriter {
 	}
 	hc := apiclient.NewHTTPClient()
 	return &apiWriter{
-		http:     hc,
-		runner:   fakv1connect.NewRunnerServiceClient(hc, base, opts...),
-		sessions: fakv1connect.NewSessionServiceClient(hc, base, opts...),
+		http:      hc,
+		runner:    fakv1connect.NewRunnerServiceClient(hc, base, opts...),
+		sessions:  fakv1connect.NewSessionServiceClient(hc, base, opts...),
+		lifecycle: fakv1connect.NewLifecycleServiceClient(hc, base, opts...),
 	}
 }
 
@@ -90,6 +93,17 @@ func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string,
 func (w *apiWriter) FailMove(ctx context.Context, sessionID, moveID, reason string) error {
 	_, err := w.runner.FailMove(ctx, connect.NewRequest(&fakv1.FailMoveRequest{
 		SessionId: sessionID, MoveId: moveID, Reason: reason,
+	}))
+	return classify(err)
+}
+
+// RecordUsage charges a turn's usage to the session's budget envelope, as
+// a gateway would after a model call.
+func (w *apiWriter) RecordUsage(ctx context.Context, sessionID string, usage *fsmpb.Budget, requestID string) error {
+	_, err := w.lifecycle.RecordUsage(ctx, connect.NewRequest(&fakv1.RecordUsageRequest{
+		SessionId: sessionID, RequestId: requestID,
+		Usage: &fakv1.Budget{Turns: usage.GetTurns(), OutputTokens: usage.GetOutputTokens(), Queries: usage.GetQueries(),
+			SpendMicros: usage.GetSpendMicros(), ToolCalls: usage.GetToolCalls()},
 	}))
 	return classify(err)
 }

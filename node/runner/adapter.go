@@ -14,15 +14,25 @@ type Event struct {
 	Data []byte
 }
 
-// Epoch identifies the execution epoch a runtime serves.
+// Epoch identifies what a runtime serves: one execution epoch of a
+// session, from its last reset boundary on. A reset (a new reset_boundary)
+// retires the runtime like a new epoch does; the next turn starts another.
 type Epoch struct {
 	SessionID string
 	Epoch     uint64
 	Placement *fsmpb.Placement
+	// ResetSeq is the seq of the session's last reset_boundary (0: none).
+	// The model context is the events after it.
+	ResetSeq uint64
 }
 
-// Journal reads the session's journal from the node's local replica: up to
-// limit events with seq >= from, in order (none past the head).
+// Journal reads the session's model context from the node's local replica:
+// up to limit events with seq >= from, in order, none past the head and
+// none at or before the last reset boundary (Epoch.ResetSeq): a read from
+// an earlier seq starts just after the boundary. The full history stays
+// readable through the API; a runtime never sees what a reset cut off. A
+// runtime may keep reading it for its whole life: everything committed
+// before the runner hands it a turn is there.
 type Journal interface {
 	Events(from uint64, limit int) ([]*fsmpb.Event, error)
 }
@@ -44,23 +54,37 @@ type Adapter interface {
 // it from one goroutine at a time: never two turns at once.
 type Runtime interface {
 	// Turn runs one turn for an input event, writing what happens through
-	// t as it happens. It returns a short summary for turn.completed (the
-	// runner writes turn.started and turn.completed), or an error: a
-	// write error from t (the turn cannot continue) or the agent's own
-	// failure (the runner closes the turn as failed).
-	Turn(ctx context.Context, input *fsmpb.Event, t Turn) (summary string, err error)
+	// t as it happens. It returns what turn.completed reports (the runner
+	// writes turn.started and turn.completed), or an error: a write error
+	// from t (the turn cannot continue) or the agent's own failure (the
+	// runner closes the turn as failed).
+	Turn(ctx context.Context, input *fsmpb.Event, t Turn) (TurnResult, error)
 	// SafePoint is called between turns when the epoch is about to be
 	// retired (moved, stopped) or checkpointed: the runtime makes sure the
-	// journal holds everything a successor needs to continue from it.
+	// journal holds everything a successor needs to continue from it. A
+	// runtime retired by a reset gets none: its successor starts afresh.
 	SafePoint(ctx context.Context) error
 	// Stop releases the runtime. It is called once, never during a turn.
 	Stop() error
+}
+
+// TurnResult is a runtime's report of a finished turn.
+type TurnResult struct {
+	// Summary is turn.completed's text ("completed" when empty).
+	Summary string
+	// Facts are added to turn.completed's JSON data next to the runner's
+	// own keys (status, input_seq, ...), which win a clash. Values must
+	// marshal to JSON.
+	Facts map[string]any
 }
 
 // Turn is what a runtime can do inside a turn. Every write is fenced by
 // the epoch the turn began in and retried under its request id.
 type Turn interface {
 	// Emit appends events to the journal and returns the seq of the last.
+	// The words of the output events are the turn's output tokens, which
+	// the runner charges to the session's budget envelope when the turn
+	// ends.
 	Emit(ctx context.Context, events ...Event) (lastSeq uint64, err error)
 	// AwaitApproval blocks until the approval.requested event at seq is
 	// answered and returns the answer.

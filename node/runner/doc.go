@@ -1,7 +1,10 @@
 // Package runner hosts the execution epochs placed on one node: it watches
 // the local replica, and for each session whose current epoch runs here it
 // turns committed input into turns of the session's runtime adapter
-// (turn.started, output, tools, approvals, turn.completed).
+// (turn.started, output, tools, approvals, turn.completed). A runtime sees
+// the journal after the session's last reset boundary, and every turn is
+// charged to the session's budget envelope before it runs (a refused turn
+// is closed at once, never run).
 //
 // The runner owns no state of its own: everything it decides is read from
 // the journal and the session record, so a restarted runner (or the next

@@ -30,7 +30,12 @@ type local struct {
 	// indeterminate makes the next n runner writes apply and then report a
 	// transient error, like a leader lost right after committing.
 	indeterminate int
-	requestIDs    []string
+	requestIDs    []string // of runner appends
+	charges       []string // request ids of RecordUsage calls
+	// afterCharge, when set, runs after each RecordUsage is applied and
+	// before it returns: commands it applies land between the runner's
+	// charge and its next write.
+	afterCharge func(reqID string, usage *fsmpb.Budget)
 }
 
 func newLocal(t *testing.T) *local {
@@ -101,19 +106,81 @@ func (l *local) FailMove(_ context.Context, id, moveID, reason string) error {
 		SessionId: id, MoveId: moveID, Reason: reason}}}))
 }
 
+// RecordUsage charges usage like LifecycleService.RecordUsage.
+func (l *local) RecordUsage(_ context.Context, id string, usage *fsmpb.Budget, reqID string) error {
+	res := l.apply(&fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_RecordUsage{RecordUsage: &fsmpb.RecordUsage{
+		SessionId: id, Usage: usage}}})
+	l.mu.Lock()
+	l.charges = append(l.charges, reqID)
+	hook := l.afterCharge
+	l.mu.Unlock()
+	if hook != nil {
+		hook(reqID, usage)
+	}
+	return fsm.ResultError(res)
+}
+
 // Sync: the local FSM is the whole cluster.
 func (l *local) Sync(context.Context, string) error { return nil }
 
 // session creates a session placed on node with adapter, attaches a
 // terminal holding the lease, and returns the session id.
 func (l *local) session(id, node, adapter string) string {
+	return l.sessionWithPolicy(id, node, adapter, nil)
+}
+
+// sessionWithPolicy is session with a budget policy for its new envelope.
+func (l *local) sessionWithPolicy(id, node, adapter string, p *fsmpb.Policy) string {
 	l.must(&fsmpb.Command{Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
-		SessionId: id, Placement: &fsmpb.Placement{RuntimeAdapter: adapter, Node: node}}}})
+		SessionId: id, Placement: &fsmpb.Placement{RuntimeAdapter: adapter, Node: node}, Policy: p}}})
+	l.attachTerm(id)
+	return id
+}
+
+// attachTerm attaches the terminal "term" to a session and takes the lease.
+func (l *local) attachTerm(id string) {
 	l.must(&fsmpb.Command{Body: &fsmpb.Command_Attach{Attach: &fsmpb.Attach{
 		SessionId: id, AttachmentId: "term", ClientKind: "terminal", TtlNanos: int64(time.Minute)}}})
 	l.must(&fsmpb.Command{Body: &fsmpb.Command_TakeLease{TakeLease: &fsmpb.TakeLease{
 		SessionId: id, AttachmentId: "term", TtlNanos: int64(time.Minute)}}})
-	return id
+}
+
+// reset appends a reset boundary and returns its seq.
+func (l *local) reset(id, providerID string) uint64 {
+	l.t.Helper()
+	return l.must(&fsmpb.Command{Body: &fsmpb.Command_ResetSession{ResetSession: &fsmpb.ResetSession{
+		SessionId: id, ProviderSessionId: providerID}}}).GetBoundary().GetSession().GetResetSeq()
+}
+
+// clear stops a session as a user's clear would and returns its child,
+// with the terminal attached and holding the lease.
+func (l *local) clear(id, providerID string) string {
+	l.t.Helper()
+	child := l.must(&fsmpb.Command{Body: &fsmpb.Command_ClearSession{ClearSession: &fsmpb.ClearSession{
+		SessionId: id, Source: "clear", Reason: fsm.StopUserClear, ProviderSessionId: providerID}}}).GetBoundary().GetSession().GetSessionId()
+	l.attachTerm(child)
+	return child
+}
+
+// waitEnvelope polls a session's budget envelope until cond holds
+// (deadline 10s).
+func (l *local) waitEnvelope(id, what string, cond func(*fsmpb.Envelope) bool) *fsmpb.Envelope {
+	l.t.Helper()
+	s, err := l.f.Session(id)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, err := l.f.Envelope(s.EnvelopeId)
+		if err == nil && cond(e) {
+			return e
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("timed out waiting for %s (envelope %v, err %v)", what, e, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (l *local) input(id, text string) uint64 {
@@ -154,12 +221,16 @@ func (l *local) waitSession(id, what string, cond func(*fsmpb.Session) bool) *fs
 
 // startRunner runs a runner for node "n1" with echo turns of length turn.
 func (l *local) startRunner(turn time.Duration, logs *syncBuffer) *runner.Runner {
+	return l.startRunnerWith(logs, echo.New(echo.Options{TurnDuration: turn}))
+}
+
+// startRunnerWith runs a runner for node "n1" with the given adapters.
+func (l *local) startRunnerWith(logs *syncBuffer, adapters ...runner.Adapter) *runner.Runner {
 	logger := hclog.NewNullLogger()
 	if logs != nil {
 		logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
 	}
-	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l,
-		Adapters: []runner.Adapter{echo.New(echo.Options{TurnDuration: turn})}, Logger: logger})
+	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l, Adapters: adapters, Logger: logger})
 	r.Start()
 	l.t.Cleanup(r.Stop)
 	return r
@@ -183,11 +254,13 @@ func (s *syncBuffer) String() string {
 }
 
 // transcript renders the runner's part of a journal after seq `after` as
-// "kind:text" lines, output chunks of one reply joined.
+// "kind:text" lines, output chunks of one reply joined. The runner's
+// budget charges (budget.charged, before and after each turn) are left
+// out: budget_test.go checks them.
 func transcript(evs []*fsmpb.Event, after uint64) string {
 	var lines []string
 	for _, ev := range evs {
-		if ev.Seq <= after {
+		if ev.Seq <= after || ev.Kind == fsm.KindBudgetCharged {
 			continue
 		}
 		if ev.Kind == fsm.KindOutput && len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1], "output:") {

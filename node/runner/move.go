@@ -90,8 +90,8 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 // next epoch. The runtime is rebuilt from the journal up to the checkpoint
 // to prove the adapter can continue from it, then stopped: it keeps nothing
 // the journal does not have, so the epoch's first turn after cutover
-// starts it again from the whole journal (with the inputs queued during
-// the move).
+// starts it again from the journal (after the last reset boundary, with
+// the inputs queued during the move).
 func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	m := s.Move
 	if s.HeadSeq < m.CheckpointSeq {
@@ -118,8 +118,8 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 		return r.failMove(ctx, s, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
 	}
 	next := s.Epoch + 1
-	rt, err := a.Start(ctx, Epoch{SessionID: s.SessionId, Epoch: next, Placement: m.Admitted},
-		upTo{journal{r.cfg.FSM, s.SessionId}, m.CheckpointSeq})
+	rt, err := a.Start(ctx, Epoch{SessionID: s.SessionId, Epoch: next, Placement: m.Admitted, ResetSeq: s.ResetSeq},
+		upTo{journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq}, m.CheckpointSeq})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -177,5 +177,12 @@ func (u upTo) Events(from uint64, limit int) ([]*fsmpb.Event, error) {
 		return nil, nil
 	}
 	limit = int(min(uint64(limit), u.max-from+1))
-	return u.j.Events(from, limit)
+	evs, err := u.j.Events(from, limit)
+	// The journal may start later than from (after a reset boundary).
+	for i, ev := range evs {
+		if ev.Seq > u.max {
+			return evs[:i], err
+		}
+	}
+	return evs, err
 }

@@ -55,10 +55,17 @@ type Runner struct {
 
 // host is the runner's record of one session it serves.
 type host struct {
-	busy    bool      // a worker owns the session (and its runtime)
-	retryAt time.Time // after a failed worker, not before this
-	epoch   uint64    // epoch of runtime
-	runtime Runtime   // nil until the epoch's first turn
+	busy     bool      // a worker owns the session (and its runtime)
+	retryAt  time.Time // after a failed worker, not before this
+	epoch    uint64    // epoch of runtime
+	resetSeq uint64    // the reset boundary runtime's context starts after
+	runtime  Runtime   // nil until the first turn of the epoch (or of the context after a reset)
+}
+
+// stale reports whether h's runtime no longer serves s's current context:
+// the session left this node, its epoch changed or a reset cut its context.
+func (h *host) stale(s *fsmpb.Session, ours bool) bool {
+	return h.runtime != nil && (!ours || h.epoch != s.Epoch || h.resetSeq != s.ResetSeq)
 }
 
 // New builds a runner; Start runs it.
@@ -194,7 +201,7 @@ func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
 	// move is open (the source starts no turn until it ends). Moves: the
 	// source's checkpoint, the destination's restore.
 	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0 && !fsm.MoveOpen(s.Move))
-	retire := h != nil && h.runtime != nil && (!ours || h.epoch != s.Epoch)
+	retire := h != nil && h.stale(s, ours)
 	if work && r.adapterLocked(s) == nil {
 		work = false
 	}

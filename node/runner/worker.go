@@ -1,11 +1,16 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
+	"unicode"
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -34,21 +39,22 @@ func (r *Runner) work(id string, h *host) {
 // read barrier, so the decision it takes (close an orphaned turn, start the
 // oldest queued input, stop) is taken on state at least as new as the
 // cluster's: only this worker starts turns of the epoch, so the decision
-// stays right until the epoch changes, which fences our writes.
+// stays right until the epoch changes, which fences our writes (or a reset
+// drops the input, which runTurn checks).
 func (r *Runner) serve(id string, h *host) error {
 	ctx := r.ctx
 	fenced := 0
 	for {
-		if err := retry(ctx, func(ctx context.Context) error { return r.cfg.Writer.Sync(ctx, id) }); err != nil {
-			return fmt.Errorf("read barrier: %w", err)
+		if err := r.barrier(ctx, id); err != nil {
+			return err
 		}
 		s, err := r.cfg.FSM.Session(id)
 		if err != nil {
 			return err
 		}
 		ours := r.ours(s)
-		if h.runtime != nil && (!ours || h.epoch != s.Epoch) {
-			r.retire(ctx, id, h)
+		if h.stale(s, ours) {
+			r.retire(ctx, id, h, ours && h.epoch == s.Epoch)
 		}
 		switch {
 		case r.restoreDue(s):
@@ -70,14 +76,7 @@ func (r *Runner) serve(id string, h *host) error {
 			if a == nil {
 				return nil
 			}
-			if h.runtime == nil {
-				rt, err := a.Start(ctx, Epoch{SessionID: id, Epoch: s.Epoch, Placement: s.Placement}, journal{r.cfg.FSM, id})
-				if err != nil {
-					return fmt.Errorf("start %s runtime: %w", a.Name(), err)
-				}
-				h.runtime, h.epoch = rt, s.Epoch
-			}
-			err = r.runTurn(ctx, s, a.Name(), h.runtime, s.QueuedInputs[0])
+			err = r.runTurn(ctx, s, a, h)
 		default:
 			return nil
 		}
@@ -93,6 +92,14 @@ func (r *Runner) serve(id string, h *host) error {
 			return err
 		}
 	}
+}
+
+// barrier makes the local replica at least as new as the cluster.
+func (r *Runner) barrier(ctx context.Context, id string) error {
+	if err := retry(ctx, func(ctx context.Context) error { return r.cfg.Writer.Sync(ctx, id) }); err != nil {
+		return fmt.Errorf("read barrier: %w", err)
+	}
+	return nil
 }
 
 // isFenced: the FSM refused a write because the runner's view was out of
@@ -112,72 +119,268 @@ func refusedMoveStep(err error) bool {
 	return errors.As(err, &me) && me.refused()
 }
 
-func (r *Runner) retire(ctx context.Context, id string, h *host) {
-	if err := h.runtime.SafePoint(ctx); err != nil {
-		r.logger.Warn("runtime safe point", "session", id, "epoch", h.epoch, "error", err)
+// retire stops h's runtime. A runtime retired by a reset gets no safe
+// point: its successor starts from an empty context, not from it.
+func (r *Runner) retire(ctx context.Context, id string, h *host, reset bool) {
+	if !reset {
+		if err := h.runtime.SafePoint(ctx); err != nil {
+			r.logger.Warn("runtime safe point", "session", id, "epoch", h.epoch, "error", err)
+		}
 	}
 	if err := h.runtime.Stop(); err != nil {
 		r.logger.Warn("stopping runtime", "session", id, "epoch", h.epoch, "error", err)
 	}
-	r.logger.Debug("retired runtime", "session", id, "epoch", h.epoch)
+	r.logger.Debug("retired runtime", "session", id, "epoch", h.epoch, "reset_seq", h.resetSeq, "reset", reset)
 	h.runtime = nil
+}
+
+// ensureRuntime makes h's runtime serve s's current context: the epoch's
+// journal after its last reset boundary. A runtime of an older context is
+// retired first; a new one is started lazily, here, when a turn needs it.
+func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
+	if h.runtime != nil {
+		if !h.stale(s, true) {
+			return nil
+		}
+		r.retire(ctx, s.SessionId, h, h.epoch == s.Epoch)
+	}
+	ep := Epoch{SessionID: s.SessionId, Epoch: s.Epoch, Placement: s.Placement, ResetSeq: s.ResetSeq}
+	rt, err := a.Start(ctx, ep, journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq})
+	if err != nil {
+		return fmt.Errorf("start %s runtime: %w", a.Name(), err)
+	}
+	h.runtime, h.epoch, h.resetSeq = rt, s.Epoch, s.ResetSeq
+	return nil
 }
 
 type turnFact struct {
 	Status   string `json:"status,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 	InputSeq uint64 `json:"input_seq"`
 	Node     string `json:"node,omitempty"`
 	Adapter  string `json:"adapter,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
 
-func turnData(f turnFact) []byte {
+// turnData is f as JSON, followed by the runtime's facts (sorted by key;
+// the runner's own keys win a clash, a fact that cannot be marshalled is
+// left out).
+func turnData(f turnFact, facts map[string]any) []byte {
 	b, _ := json.Marshal(f)
-	return b
+	if len(facts) == 0 {
+		return b
+	}
+	var own map[string]json.RawMessage
+	_ = json.Unmarshal(b, &own)
+	out := bytes.NewBuffer(b[:len(b)-1]) // f always has input_seq: never "{}"
+	for _, k := range slices.Sorted(maps.Keys(facts)) {
+		if _, clash := own[k]; clash {
+			continue
+		}
+		key, _ := json.Marshal(k)
+		v, err := json.Marshal(facts[k])
+		if err != nil {
+			continue
+		}
+		out.WriteByte(',')
+		out.Write(key)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	return out.Bytes()
 }
 
 func (r *Runner) closeInterrupted(ctx context.Context, s *fsmpb.Session) error {
 	t := &turn{r: r, sessionID: s.SessionId, epoch: s.Epoch}
 	_, err := t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "interrupted",
-		Data: turnData(turnFact{Status: "interrupted", InputSeq: s.TurnInputSeq})})
+		Data: turnData(turnFact{Status: "interrupted", InputSeq: s.TurnInputSeq}, nil)})
 	if err == nil {
 		r.logger.Info("closed an interrupted turn", "session", s.SessionId, "epoch", s.Epoch, "input", s.TurnInputSeq)
 	}
 	return err
 }
 
-// runTurn runs the turn of the queued input at inputSeq: turn.started (the
-// FSM pops that input, the oldest), the runtime's events, turn.completed.
-func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, adapter string, rt Runtime, inputSeq uint64) error {
-	evs, _, err := r.cfg.FSM.Events(s.SessionId, inputSeq, 1)
+// Refused turns: what the runner writes for an input whose turn the budget
+// envelope refused.
+const (
+	RefusedText   = "refused: turn budget exhausted"
+	RefusedStatus = "refused"
+)
+
+func (r *Runner) startedEvent(adapter string, inputSeq uint64) Event {
+	return Event{Kind: fsm.KindTurnStarted, Text: adapter + " on " + r.cfg.Node,
+		Data: turnData(turnFact{InputSeq: inputSeq, Node: r.cfg.Node, Adapter: adapter}, nil)}
+}
+
+func refusedEvent(inputSeq uint64) Event {
+	return Event{Kind: fsm.KindTurnCompleted, Text: RefusedText,
+		Data: turnData(turnFact{Status: RefusedStatus, Reason: string(fsm.ReasonBudgetExhausted), InputSeq: inputSeq}, nil)}
+}
+
+// runTurn runs the turn of the oldest queued input: one turn and one query
+// charged to the session's budget envelope, turn.started (the FSM pops the
+// oldest queued input), the runtime's events, turn.completed, then the
+// turn's output tokens charged. When the envelope refuses the turn, the turn
+// is started and closed as refused in one write, so the queue moves on.
+func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
+	id, inputSeq := s.SessionId, s.QueuedInputs[0]
+	in, err := r.inputEvent(id, inputSeq)
 	if err != nil {
 		return err
 	}
-	if len(evs) == 0 || evs[0].Seq != inputSeq || evs[0].Kind != fsm.KindInput {
-		return fmt.Errorf("queued input %d is not an input event of the journal", inputSeq)
-	}
-	t := &turn{r: r, sessionID: s.SessionId, epoch: s.Epoch}
-	if _, err := t.Emit(ctx, Event{Kind: fsm.KindTurnStarted, Text: adapter + " on " + r.cfg.Node,
-		Data: turnData(turnFact{InputSeq: inputSeq, Node: r.cfg.Node, Adapter: adapter})}); err != nil {
+	t := &turn{r: r, sessionID: id, epoch: s.Epoch}
+	charged, err := r.chargeTurn(ctx, id, inputSeq)
+	if err != nil {
 		return err
 	}
-	summary, terr := rt.Turn(ctx, evs[0], t)
+	if !charged {
+		// (Should a reset have dropped the input meanwhile, the FSM
+		// closes the input after it instead; its data then names the
+		// input read. The envelope refuses every turn alike, so the
+		// outcome is the same.)
+		_, err := t.Emit(ctx, r.startedEvent(a.Name(), inputSeq), refusedEvent(inputSeq))
+		return err
+	}
+	if err := r.ensureRuntime(ctx, s, a, h); err != nil {
+		return err
+	}
+	started, err := t.Emit(ctx, r.startedEvent(a.Name(), inputSeq))
+	if err != nil {
+		return err
+	}
+	if started > s.HeadSeq+2 {
+		// Something besides our charge was committed between the read
+		// and turn.started. Were it a reset followed by an input (two
+		// events at least), the FSM started the turn on that input, not
+		// on the one read, in a context that starts after the reset:
+		// re-read. With the turn started no reset can come (BUSY), so
+		// what is read now holds until turn.completed.
+		cur, err := r.startedTurn(ctx, s)
+		if err != nil {
+			return err
+		}
+		if cur.TurnInputSeq != inputSeq {
+			r.logger.Info("a reset dropped the input read; the turn serves the input after it",
+				"session", id, "read", inputSeq, "input", cur.TurnInputSeq, "reset_seq", cur.ResetSeq)
+			inputSeq = cur.TurnInputSeq
+			if in, err = r.inputEvent(id, inputSeq); err != nil {
+				return err
+			}
+			if charged, err = r.chargeTurn(ctx, id, inputSeq); err != nil {
+				return err
+			}
+			if !charged {
+				_, err := t.Emit(ctx, refusedEvent(inputSeq))
+				return err
+			}
+		}
+		if err := r.ensureRuntime(ctx, cur, a, h); err != nil {
+			return r.completeFailed(ctx, t, s.SessionId, a.Name(), inputSeq, err)
+		}
+	}
+	res, terr := h.runtime.Turn(ctx, in, t)
 	var we writeError
 	switch {
 	case terr == nil:
-		if summary == "" {
-			summary = "completed"
+		if res.Summary == "" {
+			res.Summary = "completed"
 		}
-		_, err = t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: summary,
-			Data: turnData(turnFact{Status: "completed", InputSeq: inputSeq})})
-		return err
+		_, err = t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: res.Summary,
+			Data: turnData(turnFact{Status: "completed", InputSeq: inputSeq}, res.Facts)})
 	case ctx.Err() != nil, errors.As(terr, &we), isFenced(terr):
 		return terr
+	default:
+		err = r.completeFailed(ctx, t, id, a.Name(), inputSeq, terr)
 	}
-	r.logger.Warn("turn failed", "session", s.SessionId, "adapter", adapter, "input", inputSeq, "error", terr)
-	_, err = t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "failed: " + terr.Error(),
-		Data: turnData(turnFact{Status: "failed", InputSeq: inputSeq, Error: terr.Error()})})
+	if err == nil {
+		// After turn.completed, so a turn's events stay together.
+		r.chargeOutput(ctx, id, inputSeq, t.outputWords())
+	}
 	return err
+}
+
+// completeFailed closes a turn the agent failed (or whose runtime could
+// not start).
+func (r *Runner) completeFailed(ctx context.Context, t *turn, id, adapter string, inputSeq uint64, terr error) error {
+	r.logger.Warn("turn failed", "session", id, "adapter", adapter, "input", inputSeq, "error", terr)
+	_, err := t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "failed: " + terr.Error(),
+		Data: turnData(turnFact{Status: "failed", InputSeq: inputSeq, Error: terr.Error()}, nil)})
+	return err
+}
+
+// inputEvent reads the input event at seq from the local replica.
+func (r *Runner) inputEvent(id string, seq uint64) (*fsmpb.Event, error) {
+	evs, _, err := r.cfg.FSM.Events(id, seq, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 || evs[0].Seq != seq || evs[0].Kind != fsm.KindInput {
+		return nil, fmt.Errorf("queued input %d is not an input event of the journal", seq)
+	}
+	return evs[0], nil
+}
+
+// startedTurn re-reads the session once this worker's turn.started has
+// committed: the input the FSM started the turn on, and the context it
+// runs in.
+func (r *Runner) startedTurn(ctx context.Context, s *fsmpb.Session) (*fsmpb.Session, error) {
+	if err := r.barrier(ctx, s.SessionId); err != nil {
+		return nil, err
+	}
+	cur, err := r.cfg.FSM.Session(s.SessionId)
+	switch {
+	case err != nil:
+		return nil, err
+	case cur.Epoch != s.Epoch:
+		return nil, &fsm.Error{Reason: fsm.ReasonStaleEpoch, Message: fmt.Sprintf("epoch %d replaced by %d as the turn started", s.Epoch, cur.Epoch)}
+	case cur.State == fsmpb.SessionState_SESSION_STATE_STOPPED:
+		return nil, &fsm.Error{Reason: fsm.ReasonSessionStopped, Message: "session stopped as the turn started"}
+	case cur.TurnInputSeq == 0:
+		return nil, &fsm.Error{Reason: fsm.ReasonTurnOrder, Message: "no turn in flight after turn.started"}
+	}
+	return cur, nil
+}
+
+// chargeTurn charges one turn and one query to the session's envelope
+// for the input at inputSeq, under a request id derived from the input, so
+// a repeated pass charges it once. It reports false when the envelope
+// refused (BUDGET_EXHAUSTED, which is final: never retried).
+func (r *Runner) chargeTurn(ctx context.Context, id string, inputSeq uint64) (bool, error) {
+	reqID := turnRequestID("run_turn_", id, inputSeq)
+	err := retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.RecordUsage(ctx, id, &fsmpb.Budget{Turns: 1, Queries: 1}, reqID)
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted:
+		r.logger.Info("turn refused by the budget envelope", "session", id, "input", inputSeq, "error", err)
+		return false, nil
+	case IsTransient(err):
+		return false, writeError{err}
+	}
+	return false, fmt.Errorf("charge the turn of input %d: %w", inputSeq, err)
+}
+
+// chargeOutput charges a turn's output tokens (the words it emitted),
+// best effort: the turn has completed (its output exists), and a refusal
+// is journaled by the FSM.
+func (r *Runner) chargeOutput(ctx context.Context, id string, inputSeq, words uint64) {
+	if words == 0 {
+		return
+	}
+	reqID := turnRequestID("run_output_", id, inputSeq)
+	err := retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.RecordUsage(ctx, id, &fsmpb.Budget{OutputTokens: words}, reqID)
+	})
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted, fsm.ReasonOf(err) == fsm.ReasonSessionStopped:
+		r.logger.Info("output tokens not charged", "session", id, "input", inputSeq, "tokens", words, "error", err)
+	default:
+		r.logger.Warn("charging output tokens", "session", id, "input", inputSeq, "tokens", words, "error", err)
+	}
 }
 
 // writeError is a write the runner could not make (after retries), as
@@ -192,6 +395,30 @@ type turn struct {
 	r         *Runner
 	sessionID string
 	epoch     uint64
+
+	mu      sync.Mutex
+	words   uint64 // words of the output emitted so far
+	midWord bool   // the last output ended inside a word
+}
+
+// countOutput counts the words of an output event; a word split across
+// two chunks counts once.
+func (t *turn) countOutput(text string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range text {
+		space := unicode.IsSpace(c)
+		if !space && !t.midWord {
+			t.words++
+		}
+		t.midWord = !space
+	}
+}
+
+func (t *turn) outputWords() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.words
 }
 
 func (t *turn) Emit(ctx context.Context, events ...Event) (uint64, error) {
@@ -204,6 +431,11 @@ func (t *turn) Emit(ctx context.Context, events ...Event) (uint64, error) {
 	})
 	if err != nil {
 		return 0, writeError{err}
+	}
+	for _, ev := range events {
+		if ev.Kind == fsm.KindOutput {
+			t.countOutput(ev.Text)
+		}
 	}
 	return last, nil
 }
@@ -237,13 +469,16 @@ func (t *turn) AwaitApproval(ctx context.Context, seq uint64) (bool, error) {
 	}
 }
 
-// journal reads one session's events from the local replica.
+// journal reads one session's model context from the local replica: the
+// events after the reset boundary at seq after (0: all of them).
 type journal struct {
-	f  *fsm.FSM
-	id string
+	f     *fsm.FSM
+	id    string
+	after uint64
 }
 
 func (j journal) Events(from uint64, limit int) ([]*fsmpb.Event, error) {
+	from = max(from, j.after+1)
 	evs, _, err := j.f.Events(j.id, from, limit)
 	return evs, err
 }

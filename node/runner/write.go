@@ -3,9 +3,13 @@ package runner
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"time"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
 // Writer is how a runner reaches the cluster. The node implements it with
@@ -17,6 +21,11 @@ type Writer interface {
 	// errors worth retrying (no leader, outcome unknown, connection lost)
 	// are wrapped with Transient.
 	AppendRunnerEvents(ctx context.Context, sessionID string, epoch uint64, events []Event, requestID string) (first, last uint64, err error)
+	// RecordUsage charges usage to the session's budget envelope (the
+	// lineage's shared one). A charge that would pass a hard limit is
+	// refused with the domain error BUDGET_EXHAUSTED (and the refusal is
+	// journaled). requestID makes a retry idempotent.
+	RecordUsage(ctx context.Context, sessionID string, usage *fsmpb.Budget, requestID string) error
 	// Sync returns once the local replica has applied every write committed
 	// before the call (a linearizable read barrier), so what the runner
 	// reads next from its replica is at least as new as the cluster.
@@ -109,4 +118,13 @@ func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return "run_" + hex.EncodeToString(b[:])
+}
+
+// turnRequestID is the idempotency key of a write made once per input of a
+// session (its turn's charges): the same on every pass and every runner,
+// so a pass that is repeated (after a fenced write, a failure, a restart)
+// charges the input once (within the FSM's dedup window, fsm.DedupWindow).
+func turnRequestID(prefix, sessionID string, inputSeq uint64) string {
+	h := sha256.Sum256([]byte(sessionID + "\x00" + strconv.FormatUint(inputSeq, 10)))
+	return prefix + hex.EncodeToString(h[:16])
 }

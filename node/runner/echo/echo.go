@@ -2,13 +2,15 @@
 // tests: it streams a reply derived from each input over a configurable
 // turn length, and an input asking for a tool ("!tool NAME ARGS") goes
 // through tool.call, an approval and tool.result like a real agent's tool
-// use. Same journal in, same events out.
+// use. Same journal in, same events out. Each turn.completed reports
+// context_inputs, the inputs in the turn's context (since the last reset).
 package echo
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,39 +46,70 @@ type adapter struct{ opts Options }
 
 func (a *adapter) Name() string { return Name }
 
-// Start rebuilds the runtime's only state, the number of turns the session
-// has completed, from the journal.
-func (a *adapter) Start(ctx context.Context, ep runner.Epoch, j runner.Journal) (runner.Runtime, error) {
-	rt := &runtime{opts: a.opts}
-	for from := uint64(1); ; {
-		evs, err := j.Events(from, 1000)
+// Start rebuilds the runtime's state from its context (the journal after
+// the last reset boundary): the inputs in it and the turns completed.
+func (a *adapter) Start(ctx context.Context, _ runner.Epoch, j runner.Journal) (runner.Runtime, error) {
+	rt := &runtime{opts: a.opts, journal: j, next: 1}
+	if err := rt.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// runtime's only state is what it has read of its context, which it keeps
+// reading as the journal grows.
+type runtime struct {
+	opts    Options
+	journal runner.Journal
+	next    uint64   // the next seq to read
+	inputs  []uint64 // seqs of the input events read, ascending
+	turns   uint64   // turn.completed events read
+}
+
+// catchUp reads the context up to the local replica's head.
+func (rt *runtime) catchUp(ctx context.Context) error {
+	for {
+		evs, err := rt.journal.Events(rt.next, 1000)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(evs) == 0 {
-			return rt, nil
+			return nil
 		}
 		for _, ev := range evs {
-			if ev.Kind == fsm.KindTurnCompleted {
+			switch ev.Kind {
+			case fsm.KindInput:
+				rt.inputs = append(rt.inputs, ev.Seq)
+			case fsm.KindTurnCompleted:
 				rt.turns++
 			}
 		}
-		from = evs[len(evs)-1].Seq + 1
+		rt.next = evs[len(evs)-1].Seq + 1
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
 
-type runtime struct {
-	opts  Options
-	turns uint64
+// contextInputs counts the inputs in the context up to and including in.
+func (rt *runtime) contextInputs(in *fsmpb.Event) int {
+	before, _ := slices.BinarySearch(rt.inputs, in.Seq)
+	return before + 1
 }
 
 func (rt *runtime) SafePoint(context.Context) error { return nil } // nothing lives outside the journal
 func (rt *runtime) Stop() error                     { return nil }
 
-func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (string, error) {
+// Turn replies "echo: TEXT" (or runs the tool asked for). turn.completed
+// reports the turn's number in the context ("turn N done": the turns
+// completed since the last reset, this one included) and context_inputs,
+// the inputs in the context: those after the last reset, this one
+// included.
+func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (runner.TurnResult, error) {
+	if err := rt.catchUp(ctx); err != nil {
+		return runner.TurnResult{}, err
+	}
+	inputs := rt.contextInputs(in)
 	text := strings.TrimSpace(in.Text)
 	var err error
 	if tool, args, ok := parseTool(text); ok {
@@ -85,11 +118,18 @@ func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (st
 		err = rt.stream(ctx, t, "echo: "+text, rt.opts.TurnDuration)
 	}
 	if err != nil {
-		return "", err
+		return runner.TurnResult{}, err
 	}
-	rt.turns++
-	return fmt.Sprintf("turn %d done", rt.turns), nil
+	// This turn's turn.completed is read by the next catch-up.
+	return runner.TurnResult{
+		Summary: fmt.Sprintf("turn %d done", rt.turns+1),
+		Facts:   map[string]any{FactContextInputs: inputs},
+	}, nil
 }
+
+// FactContextInputs is the key of turn.completed's data that counts the
+// inputs in the turn's context.
+const FactContextInputs = "context_inputs"
 
 // parseTool splits "!tool ls -la" into ("ls", "-la").
 func parseTool(text string) (tool, args string, ok bool) {
