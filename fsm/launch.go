@@ -188,7 +188,7 @@ func (a *applier) providerSessionStart(c *fsmpb.Command, cmd *fsmpb.ProviderSess
 		if err := activeSession(s); err != nil {
 			return nil, err
 		}
-		s.Epoch++
+		bumpEpoch(s)
 		s.Provider, s.ProviderSessionId = provider, cmd.ProviderSessionId
 		s.UpdatedUnixNano = c.TimeUnixNano
 		a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (resume)", fact(epochChangeFact{

@@ -69,7 +69,7 @@ func (a *applier) freshSession(c *fsmpb.Command, cmd *fsmpb.FreshSession) (*fsmp
 	pruned := s.ProviderCacheEntries
 	s.ProviderCacheEntries = 0
 	s.ProviderSessionId = cmd.ProviderSessionId
-	s.Epoch++
+	bumpEpoch(s)
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (fresh)", fact(epochChangeFact{
 		Epoch: s.Epoch, Placement: placementFactOf(s.Placement), Reason: "fresh",
@@ -171,6 +171,7 @@ func (a *applier) clearSession(c *fsmpb.Command, cmd *fsmpb.ClearSession) (*fsmp
 		})))
 	a.putSession(child)
 	a.followToChild(c, s.SessionId, childID)
+	a.endOpenMove(c, s, "session stopped ("+reason+")")
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
 	s.UpdatedUnixNano = c.TimeUnixNano

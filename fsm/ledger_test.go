@@ -70,7 +70,7 @@ func TestFreshSession(t *testing.T) {
 	// What changes: the provider-facing id and the epoch binding. What is
 	// kept: everything else, queued inputs and the context axis included.
 	want := proto.Clone(before).(*fsmpb.Session)
-	want.Epoch, want.ProviderSessionId, want.HeadSeq, want.UpdatedUnixNano = 2, "p-fresh", 13, tf
+	want.Epoch, want.MaxEpoch, want.ProviderSessionId, want.HeadSeq, want.UpdatedUnixNano = 2, 2, "p-fresh", 13, tf
 	if !proto.Equal(got, want) {
 		t.Fatalf("result session %v, want %v", got, want)
 	}

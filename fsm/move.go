@@ -38,6 +38,16 @@ const (
 	MoveCauseRecovery = "recovery"
 )
 
+// NextEpoch is the number the session's next execution epoch gets: above
+// every number issued before, including restores that never cut over.
+func NextEpoch(s *fsmpb.Session) uint64 { return max(s.Epoch, s.MaxEpoch) + 1 }
+
+// bumpEpoch makes the next epoch current (fresh, resume).
+func bumpEpoch(s *fsmpb.Session) {
+	s.Epoch = NextEpoch(s)
+	s.MaxEpoch = s.Epoch
+}
+
 // MoveOpen reports whether m is a move in progress.
 func MoveOpen(m *fsmpb.Move) bool {
 	if m == nil {
@@ -96,6 +106,9 @@ type moveFact struct {
 func (a *applier) openMove(cmdSession, moveID string, want string) (*fsmpb.Session, *Error) {
 	s, err := a.loadSession(cmdSession)
 	if err != nil {
+		return nil, err
+	}
+	if err := activeSession(s); err != nil {
 		return nil, err
 	}
 	m := s.Move
@@ -199,7 +212,7 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 		return nil, errorf(ReasonInvalidArgument, "checkpoint needs an address within the journal (head #%d) and a SHA-256 digest", s.HeadSeq)
 	}
 	m := s.Move
-	m.CheckpointSeq, m.Digest = cmd.CheckpointSeq, cmd.Digest
+	m.CheckpointSeq, m.Digest, m.SourceEpoch = cmd.CheckpointSeq, cmd.Digest, cmd.SourceEpoch
 	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, "checkpointed at #"+uitoa(cmd.CheckpointSeq),
 		moveFact{SourceEpoch: s.Epoch, CheckpointSeq: cmd.CheckpointSeq, Digest: cmd.Digest})
 	return moveResult(s), nil
@@ -233,13 +246,14 @@ func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if cmd.NewEpoch != s.Epoch+1 {
-		return nil, errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", cmd.NewEpoch, s.Epoch+1)
+	if next := NextEpoch(s); cmd.NewEpoch != next {
+		return nil, errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", cmd.NewEpoch, next)
 	}
 	if cmd.Digest != s.Move.Digest {
 		return nil, errorf(ReasonDigestMismatch, "restored journal digest %s differs from the checkpoint's %s", cmd.Digest, s.Move.Digest)
 	}
 	s.Move.NewEpoch = cmd.NewEpoch
+	s.MaxEpoch = cmd.NewEpoch
 	a.transition(c, s, MoveRestored, KindMoveRestored, "restored on "+s.Move.Admitted.GetNode()+" as epoch "+uitoa(cmd.NewEpoch),
 		moveFact{To: s.Move.Admitted.GetNode(), NewEpoch: cmd.NewEpoch, Digest: cmd.Digest})
 	return moveResult(s), nil
@@ -253,6 +267,12 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 		return nil, err
 	}
 	m := s.Move
+	if m.NewEpoch <= s.Epoch {
+		// An epoch change (fresh, resume) since the restore: the restored
+		// epoch is no longer above the current one. The controller fails
+		// the move; the source stays current.
+		return nil, errorf(ReasonStaleEpoch, "restored epoch %d is not above the current epoch %d", m.NewEpoch, s.Epoch)
+	}
 	from := s.Placement.GetNode()
 	s.Epoch = m.NewEpoch
 	s.Placement = proto.Clone(m.Admitted).(*fsmpb.Placement)
@@ -369,4 +389,20 @@ func (a *applier) putNode(n *fsmpb.NodeRecord) {
 		panic("fsm: marshal node: " + err.Error())
 	}
 	a.must(a.nodes.Put([]byte(n.Name), buf))
+}
+
+// endOpenMove closes a move left open when its session stops (stop, clear,
+// new), with a move.failed event before the stop, so the journal never
+// shows a move going on in a stopped session.
+func (a *applier) endOpenMove(c *fsmpb.Command, s *fsmpb.Session, reason string) {
+	if !MoveOpen(s.Move) {
+		return
+	}
+	m := s.Move
+	m.Reason, m.Phase = reason, m.State
+	m.State, m.StateUnixNano = MoveFailed, c.TimeUnixNano
+	a.putEvents(newEvent(s, c, KindMoveFailed, MoveFailed+" in "+m.Phase+": "+reason, fact(moveFact{
+		MoveID: m.MoveId, State: MoveFailed, Reason: reason, Phase: m.Phase, From: m.SourceNode,
+		ElapsedNanos: c.TimeUnixNano - m.RequestedUnixNano,
+	})))
 }

@@ -156,7 +156,7 @@ func (h *harness) driveMove(id, moveID, state string) *fsmpb.Session {
 		case m.State == MoveCheckpointed:
 			c = moveAdmit(id, moveID, admitted(s), admitChecks, nil)
 		case m.State == MoveAdmitted:
-			c = moveRestore(id, moveID, s.Epoch+1, h.digest(id, m.CheckpointSeq))
+			c = moveRestore(id, moveID, NextEpoch(s), h.digest(id, m.CheckpointSeq))
 		case m.State == MoveRestored:
 			c = moveCutover(id, moveID)
 		default:

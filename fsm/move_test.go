@@ -99,6 +99,7 @@ func TestMoveLegalTransitions(t *testing.T) {
 	r = h.apply1(at(t4, moveRestore("s1", "m1", 2, d)))
 	want.HeadSeq, want.UpdatedUnixNano = 15, t4
 	want.Move.State, want.Move.StateUnixNano, want.Move.NewEpoch = MoveRestored, t4, 2
+	want.MaxEpoch = 2
 	h.wantSession(r, want)
 	h.wantEvent("s1", 15, KindMoveRestored, "restored on n2 as epoch 2",
 		fmt.Sprintf(`{"move_id":"m1","state":"RESTORED","to":"n2","digest":"%s","new_epoch":2,"elapsed_nanos":%d}`, d, t4-t1), t4)
@@ -591,7 +592,7 @@ func TestMoveOnStoppedSession(t *testing.T) {
 			before := h.state()
 			r := h.apply1(c)
 			if r.Error == nil {
-				t.Skipf("BUG (fsm/move.go openMove): the next step of a move on a stopped session (from %s) succeeds and writes %v after session.stopped",
+				t.Fatalf("openMove: the next step of a move on a stopped session (from %s) succeeds and writes %v after session.stopped",
 					phase, h.kinds("s1", s.HeadSeq+2))
 			}
 			// Refused as the stopped session it is, or as a move the stop
@@ -626,7 +627,7 @@ func TestMoveEpochChangesDuringMove(t *testing.T) {
 			t.Fatalf("move.checkpointed data %v", d)
 		}
 		if s.Move.SourceEpoch != 2 {
-			t.Skipf("BUG (fsm/move.go moveCheckpoint): Move.source_epoch stays %d (the epoch at the request) while the checkpoint, and its event, are of epoch 2",
+			t.Fatalf("moveCheckpoint: Move.source_epoch stays %d (the epoch at the request) while the checkpoint, and its event, are of epoch 2",
 				s.Move.SourceEpoch)
 		}
 	})
@@ -635,13 +636,14 @@ func TestMoveEpochChangesDuringMove(t *testing.T) {
 		mover(t, h, "s1")
 		h.driveMove("s1", "m1", MoveRestored) // restored as epoch 2
 		wantErr(t, h.apply1(fresh("s1", "p-fresh")), "")
-		// The source runner now writes as epoch 2 on n1.
-		wantErr(t, h.apply1(runnerAppend("s1", 2, ev(KindTurnStarted, ""))), "")
+		// The source runner now writes as the fresh epoch on n1.
+		srcEpoch := h.session("s1").Epoch
+		wantErr(t, h.apply1(runnerAppend("s1", srcEpoch, ev(KindTurnStarted, ""))), "")
 		r := h.apply1(moveCutover("s1", "m1"))
 		epochs := h.epochs("s1")
 		for i := 1; i < len(epochs); i++ {
 			if epochs[i] <= epochs[i-1] {
-				t.Skipf("BUG (fsm/move.go moveCutover): the destination restored as epoch 2, then a fresh gave epoch 2 to the source; the cutover makes epoch 2 current again (epoch.changed epochs %v), so the source runner's writes as epoch 2 are not fenced",
+				t.Fatalf("moveCutover: the destination restored as epoch 2, then a fresh gave epoch 2 to the source; the cutover makes epoch 2 current again (epoch.changed epochs %v), so the source runner's writes as epoch 2 are not fenced",
 					epochs)
 			}
 		}
@@ -649,9 +651,9 @@ func TestMoveEpochChangesDuringMove(t *testing.T) {
 		// current) or it ends on an epoch above the source's, which fences
 		// the source runner.
 		if r.Error == nil {
-			h.refused(runnerAppend("s1", 2, ev(KindOutput, "from n1")), ReasonStaleEpoch)
+			h.refused(runnerAppend("s1", srcEpoch, ev(KindOutput, "from n1")), ReasonStaleEpoch)
 		} else {
-			wantErr(t, h.apply1(runnerAppend("s1", 2, ev(KindOutput, "still the source"))), "")
+			wantErr(t, h.apply1(runnerAppend("s1", srcEpoch, ev(KindOutput, "still the source"))), "")
 		}
 	})
 	t.Run("after a failed restore", func(t *testing.T) {
@@ -661,7 +663,7 @@ func TestMoveEpochChangesDuringMove(t *testing.T) {
 		wantErr(t, h.apply1(moveFail("s1", "m1", "destination partitioned", false)), "")
 		wantErr(t, h.apply1(fresh("s1", "p-fresh")), "")
 		if s := h.session("s1"); s.Epoch == 2 {
-			t.Skipf("BUG (fsm/move.go moveRestore/moveFail): epoch 2, which the failed move's destination restored as, is handed to the source by the next epoch change; a stale n2 runner writing as epoch 2 is not fenced")
+			t.Fatalf("moveRestore/moveFail: epoch 2, which the failed move's destination restored as, is handed to the source by the next epoch change; a stale n2 runner writing as epoch 2 is not fenced")
 		}
 	})
 }

@@ -208,6 +208,7 @@ func (a *applier) stopSession(c *fsmpb.Command, cmd *fsmpb.StopSession) (*fsmpb.
 	if reason == "" {
 		reason = DefaultStopReason
 	}
+	a.endOpenMove(c, s, "session stopped ("+reason+")")
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
 	s.UpdatedUnixNano = c.TimeUnixNano

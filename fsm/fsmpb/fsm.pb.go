@@ -3814,8 +3814,12 @@ type Session struct {
 	// The open move, or the last finished one.
 	Move           *Move  `protobuf:"bytes,29,opt,name=move,proto3" json:"move,omitempty"`
 	MovesCompleted uint64 `protobuf:"varint,30,opt,name=moves_completed,json=movesCompleted,proto3" json:"moves_completed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The highest epoch number ever issued for this session (a restore that
+	// never cut over still used its number), so no number is reused and a
+	// stale runner holding it stays fenced.
+	MaxEpoch      uint64 `protobuf:"varint,31,opt,name=max_epoch,json=maxEpoch,proto3" json:"max_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -4054,6 +4058,13 @@ func (x *Session) GetMove() *Move {
 func (x *Session) GetMovesCompleted() uint64 {
 	if x != nil {
 		return x.MovesCompleted
+	}
+	return 0
+}
+
+func (x *Session) GetMaxEpoch() uint64 {
+	if x != nil {
+		return x.MaxEpoch
 	}
 	return 0
 }
@@ -4851,7 +4862,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xec\b\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x89\t\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -4887,7 +4898,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\treset_seq\x18\x1b \x01(\x04R\bresetSeq\x12\x16\n" +
 	"\x06resets\x18\x1c \x01(\x04R\x06resets\x12$\n" +
 	"\x04move\x18\x1d \x01(\v2\x10.fak.fsm.v1.MoveR\x04move\x12'\n" +
-	"\x0fmoves_completed\x18\x1e \x01(\x04R\x0emovesCompleted\"\xc2\x01\n" +
+	"\x0fmoves_completed\x18\x1e \x01(\x04R\x0emovesCompleted\x12\x1b\n" +
+	"\tmax_epoch\x18\x1f \x01(\x04R\bmaxEpoch\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
