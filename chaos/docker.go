@@ -297,7 +297,7 @@ func (f *dockerFleet) create(n *dockerNode, dataDir, tokenFile string) error {
 		"--token-file", "/tokens",
 		// Small snapshots so restarts and lagging nodes go through
 		// snapshot install, not just log replay.
-		"--snapshot-threshold", "1024",
+		"--snapshot-threshold", "1024", "--echo-turn", "50ms",
 	}
 	for _, o := range f.nodes {
 		if o != n {

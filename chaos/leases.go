@@ -44,7 +44,9 @@ func (l *leaseWorkload) run(ctx context.Context) {
 		if s == nil {
 			return
 		}
+		l.mu.Lock()
 		l.ids = append(l.ids, s.id)
+		l.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for i := range l.workers {
@@ -194,6 +196,13 @@ func (l *leaseWorkload) journals(ctx context.Context) (map[string][]checker.Leas
 		out[id] = evs
 	}
 	return out, nil
+}
+
+// Sessions returns the lease sessions (once created).
+func (l *leaseWorkload) Sessions() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
 }
 
 // Acts returns what clients were told about their inputs.

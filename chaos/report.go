@@ -39,6 +39,9 @@ type Report struct {
 	Durability      checker.DurabilityResult `json:"-"`
 	Leases          checker.LeaseResult      `json:"-"`
 	Boundaries      checker.BoundaryResult   `json:"-"`
+	Epochs          checker.EpochResult      `json:"-"`
+	MovesRequested  int64                    `json:"moves_requested"`
+	MovesRefused    int64                    `json:"moves_refused"`
 	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
 	Logs            []string                 `json:"logs"`
 }
@@ -46,7 +49,7 @@ type Report struct {
 // Ok is the verdict: linearizable, durable, one lease holder at a time,
 // and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && r.Boundaries.Ok && len(r.ReplicaProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
@@ -161,6 +164,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "%s\n", r.Durability.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Leases.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Boundaries.Summary())
+	fmt.Fprintf(&b, "%s (%d moves requested, %d refused)\n", r.Epochs.Summary(), r.MovesRequested, r.MovesRefused)
 	if len(r.ReplicaProblems) == 0 {
 		b.WriteString("replicas: identical on every node\n")
 	} else {
@@ -189,10 +193,11 @@ func (r *Report) write(dir string) error {
 		Durability      string   `json:"durability"`
 		Leases          string   `json:"leases"`
 		Boundaries      string   `json:"boundaries"`
+		Epochs          string   `json:"epochs"`
 		Violations      []string `json:"violations,omitempty"`
 	}
 	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
-		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary()}
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary(), Epochs: r.Epochs.Summary()}
 	for _, v := range r.Durability.Violations {
 		jr.Violations = append(jr.Violations, v.String())
 	}

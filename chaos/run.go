@@ -101,9 +101,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	loadStart := since()
 	lw := newLeaseWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
 	bw := newBoundaryWorkload(clients, fleet.Nodes(), cfg.Seed)
+	mw := newMoveWorkload(clients, fleet.Nodes(), cfg.Seed, lw.Sessions)
 	go func() {
 		var wg sync.WaitGroup
-		wg.Add(3)
+		wg.Add(4)
+		go func() { defer wg.Done(); mw.run(loadCtx) }()
 		go func() { defer wg.Done(); wl.run(loadCtx) }()
 		go func() { defer wg.Done(); lw.run(loadCtx) }()
 		go func() { defer wg.Done(); bw.run(loadCtx) }()
@@ -155,6 +157,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	moved, err := mw.journals(ctx)
+	if err != nil {
+		return nil, err
+	}
 	logf("read %d journals after the restart", len(final))
 
 	ops := rec.Ops()
@@ -168,6 +174,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Durability = checker.Durable(ops, final)
 	rep.Leases = checker.Leases(leaseJournals, lw.Acts())
 	rep.Boundaries = checker.Boundaries(lineages)
+	rep.Epochs = checker.Epochs(moved)
+	rep.MovesRequested, rep.MovesRefused = mw.requested.Load(), mw.refused.Load()
 	rep.stats(ops, rep.Faults, loadStart, loadEnd)
 	rep.Logs = fleet.Logs()
 	if err := rep.write(cfg.OutDir); err != nil {
@@ -194,7 +202,7 @@ func startFleet(cfg Config) (Fleet, error) {
 			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger,
 			// Small snapshots so restarts and lagging nodes go through
 			// snapshot install, not just log replay.
-			ExtraArgs: []string{"--snapshot-threshold", "1024"},
+			ExtraArgs: []string{"--snapshot-threshold", "1024", "--echo-turn", "50ms"},
 		})
 	case "docker":
 		return StartDockerFleet(DockerFleetConfig{FakBin: bin, Dir: cfg.OutDir, Token: chaosToken, Seed: cfg.Seed, Logger: cfg.Logger})
