@@ -117,7 +117,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	if a == nil {
 		return r.failMove(ctx, s, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
 	}
-	next := s.Epoch + 1
+	next := fsm.NextEpoch(s)
 	rt, err := a.Start(ctx, Epoch{SessionID: s.SessionId, Epoch: next, Placement: m.Admitted, ResetSeq: s.ResetSeq},
 		upTo{journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq}, m.CheckpointSeq})
 	if err != nil {

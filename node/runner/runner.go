@@ -13,8 +13,15 @@ import (
 )
 
 // DefaultScanInterval is the least time between two scans of the replica:
-// a burst of applied entries costs one scan, not one per entry.
-const DefaultScanInterval = 25 * time.Millisecond
+// a burst of applied entries costs one scan, not one per entry. On top of
+// it, the pause after a scan is at least scanCostFactor times the scan's
+// duration, so scanning a large fleet under load takes a bounded share of
+// a core (about 1/scanCostFactor) while a small one reacts within
+// milliseconds.
+const DefaultScanInterval = 5 * time.Millisecond
+
+// scanCostFactor: see DefaultScanInterval.
+const scanCostFactor = 20
 
 // failurePause is how long a session waits after its worker failed (no
 // leader for the whole retry budget, an adapter that cannot start) before
@@ -112,33 +119,60 @@ func (r *Runner) Stop() {
 }
 
 // loop scans after every change of the replica, at most once per
-// ScanInterval, and whenever a worker ends (it may have left work behind).
+// ScanInterval (longer for a slow scan), and whenever a worker ends (it may
+// have left work behind).
+// Between two scans a change re-reads only the sessions the last scan saw
+// moving (point reads): a move's steps follow each other within
+// milliseconds, each waiting for a runner, and must not wait for the next
+// scan.
 func (r *Runner) loop() {
 	defer r.wg.Done()
+	throttle := time.NewTimer(0)
+	defer throttle.Stop()
 	for {
 		changed := r.cfg.FSM.Changed()
 		started := time.Now()
-		wake := r.scan()
+		wake, moving := r.scan()
+		throttle.Reset(max(r.cfg.ScanInterval, scanCostFactor*time.Since(started)) - time.Since(started))
 		var retry <-chan time.Time
 		var timer *time.Timer
 		if !wake.IsZero() {
 			timer = time.NewTimer(time.Until(wake))
 			retry = timer.C
 		}
-		select {
-		case <-r.ctx.Done():
-		case <-changed:
-		case <-r.kick:
-		case <-retry:
+		throttled, due := true, false
+		for throttled || !due {
+			select {
+			case <-r.ctx.Done():
+				if timer != nil {
+					timer.Stop()
+				}
+				return
+			case <-throttle.C:
+				throttled = false
+			case <-r.kick:
+				due = true
+			case <-retry:
+				due, retry = true, nil
+			case <-changed:
+				due, changed = true, nil
+				if throttled && len(moving) > 0 {
+					changed = r.cfg.FSM.Changed()
+					r.reconsider(moving)
+				}
+			}
 		}
 		if timer != nil {
 			timer.Stop()
 		}
-		if r.ctx.Err() != nil {
-			return
-		}
-		if sleep(r.ctx, r.cfg.ScanInterval-time.Since(started)) != nil {
-			return
+	}
+}
+
+// reconsider re-reads the given sessions and starts the workers they need.
+func (r *Runner) reconsider(ids []string) {
+	for _, id := range ids {
+		if s, err := r.cfg.FSM.Session(id); err == nil {
+			r.consider(s)
 		}
 	}
 }
@@ -153,8 +187,8 @@ func (r *Runner) kickScan() {
 // scan starts a worker for every session of this node with work and none
 // running. It reads only session records, never journals: an idle session
 // costs one decode. It returns the earliest time a paused session may be
-// retried (zero: none).
-func (r *Runner) scan() (wake time.Time) {
+// retried (zero: none) and the sessions with an open move.
+func (r *Runner) scan() (wake time.Time, moving []string) {
 	after := ""
 	for {
 		page, more, err := r.cfg.FSM.Sessions(after, 512)
@@ -162,15 +196,18 @@ func (r *Runner) scan() (wake time.Time) {
 			if !errors.Is(err, context.Canceled) {
 				r.logger.Warn("scanning sessions", "error", err)
 			}
-			return time.Now().Add(failurePause)
+			return time.Now().Add(failurePause), moving
 		}
 		for _, s := range page {
+			if fsm.MoveOpen(s.Move) {
+				moving = append(moving, s.SessionId)
+			}
 			if w := r.consider(s); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 				wake = w
 			}
 		}
 		if !more || len(page) == 0 {
-			return wake
+			return wake, moving
 		}
 		after = page[len(page)-1].SessionId
 	}
