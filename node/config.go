@@ -38,6 +38,22 @@ type Config struct {
 	LeaseTTL      time.Duration
 	AttachmentTTL time.Duration
 
+	// What the node offers to host execution epochs (DESIGN.md §8),
+	// advertised in gossip and committed as its node record by the leader:
+	// labels (policy constraints match them), providers, models, the
+	// account refs it can resolve (names only) and its capacity (max
+	// sessions placed on it; 0 = unlimited). The runtime adapters are the
+	// runner's own.
+	Labels      map[string]string
+	Providers   []string
+	Models      []string
+	AccountRefs []string
+	Capacity    uint32
+
+	// RecoverAfter: a node dead in gossip this long has its sessions
+	// recovered onto admitted nodes (0: DefaultRecoverAfter).
+	RecoverAfter time.Duration
+
 	DeadServerGrace   time.Duration
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -67,6 +83,12 @@ func (c *Config) Validate() error {
 		if err != nil || port == "0" || net.ParseIP(host) == nil || net.ParseIP(host).IsUnspecified() {
 			return fmt.Errorf("%s %q: want a specific ip:port", flag, addr)
 		}
+	}
+	if c.RecoverAfter < 0 {
+		return errors.New("--recover-after must be >= 0")
+	}
+	if err := c.checkCapabilities(); err != nil {
+		return err
 	}
 	if c.BootstrapExpect < 0 {
 		return errors.New("--bootstrap-expect must be >= 0")

@@ -34,7 +34,8 @@ type Node struct {
 	runner   *runner.Runner
 	runnerIO *apiWriter
 
-	// Background controllers (the reaper) run under bgCtx until shutdown.
+	// Background controllers (the reaper, the move controller) run under
+	// bgCtx until shutdown; they act only while this node leads.
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 
@@ -85,6 +86,17 @@ func Start(cfg Config) (*Node, error) {
 		f.Close()
 		return nil, err
 	}
+	adapters := []runner.Adapter{echo.New(echo.Options{TurnDuration: echoTurn(cfg.EchoTurn)})}
+	var adapterNames []string
+	for _, a := range adapters {
+		adapterNames = append(adapterNames, a.Name())
+	}
+	if err := c.SetCapabilities(cfg.capabilities(adapterNames)); err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
 	n := &Node{
 		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln,
 		serveErr: make(chan error, 1), done: make(chan struct{}),
@@ -98,7 +110,7 @@ func Start(cfg Config) (*Node, error) {
 	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens)
 	n.runner = runner.New(runner.Config{
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
-		Adapters: []runner.Adapter{echo.New(echo.Options{TurnDuration: echoTurn(cfg.EchoTurn)})},
+		Adapters: adapters,
 		Logger:   logger,
 	})
 	n.runner.Start()
@@ -106,6 +118,8 @@ func Start(cfg Config) (*Node, error) {
 	bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.reapLoop(bgCtx) }()
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); newMover(n).run(bgCtx) }()
 	go n.retryJoin()
 	logger.Info("node started", "api", apiAddr, "raft", c.RaftAddr(), "gossip", c.GossipAddr())
 	return n, nil

@@ -1,0 +1,470 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/placement"
+)
+
+// The move controller (DESIGN.md §8) runs on the leader and drives every
+// open move from FSM state, one committed command per arrow:
+//
+//	SAFE_POINT_REQUESTED  wait for the source runner's checkpoint until the
+//	                      safe-point timeout, then MOVE_UNSAFE; a recovery's
+//	                      checkpoint is the controller's own, at the head
+//	CHECKPOINTED          admit a destination (placement.Choose over the
+//	                      node records, gossip status and loads) or fail
+//	                      naming every refused check
+//	DESTINATION_ADMITTED  wait for the destination runner's restore; fail
+//	                      at once if gossip says it is not alive, or after
+//	                      RestoreTimeout
+//	RESTORED              cut over
+//
+// It keeps no state about moves: deadlines run from the move's
+// state_unix_nano (the leader-stamped time of its last transition) and
+// each step's request id derives from the move, so a new leader continues
+// every open move where the old one left it, and a step retried across an
+// election is applied once.
+//
+// It also opens moves: a node dead in gossip for longer than RecoverAfter
+// has each of its active sessions moved (cause recovery, no safe point:
+// the checkpoint is the last committed address, and the epoch bump fences
+// the lost node); a draining node has its sessions moved away one at a
+// time (cause drain). A session whose recovery or drain move failed is
+// tried again after moveRetryPause, and only when some node would admit it.
+const (
+	// DefaultRecoverAfter: how long a node must be dead in gossip before
+	// its sessions are recovered elsewhere.
+	DefaultRecoverAfter = 30 * time.Second
+	// DefaultSafePointTimeout bounds the wait for a source's checkpoint
+	// when the move names no timeout.
+	DefaultSafePointTimeout = 30 * time.Second
+	// RestoreTimeout bounds the wait for the destination's restore.
+	RestoreTimeout = 10 * time.Second
+
+	// moveTick: a pass at least this often, and after applied batches,
+	// at most every moveMinInterval or four times the last pass's duration
+	// (a pass reads every session record, like the runner's scan; this
+	// keeps it under a fifth of a core on a large fleet under load).
+	moveTick        = 100 * time.Millisecond
+	moveMinInterval = 5 * time.Millisecond
+	moveApplyTime   = 5 * time.Second
+	moveRetryPause  = 10 * time.Second
+)
+
+// mover is the controller's loop state: only what gossip alone tells.
+type mover struct {
+	n            *Node
+	recoverAfter time.Duration
+	// unseen: nodes with a record gossip has not shown this leader, since
+	// when (like the Raft reconcile's missing servers).
+	unseen map[string]time.Time
+	// stuck: sessions of a dead or draining node that no node would admit
+	// at the last look, to log that once.
+	stuck map[string]string
+}
+
+func newMover(n *Node) *mover {
+	ra := n.cfg.RecoverAfter
+	if ra == 0 {
+		ra = DefaultRecoverAfter
+	}
+	return &mover{n: n, recoverAfter: ra, unseen: map[string]time.Time{}, stuck: map[string]string{}}
+}
+
+func (mv *mover) run(ctx context.Context) {
+	t := time.NewTicker(moveTick)
+	defer t.Stop()
+	for {
+		started := time.Now()
+		var changed <-chan struct{}
+		if mv.n.cluster.IsLeader() {
+			changed = mv.n.fsm.Changed()
+			mv.pass(ctx)
+		} else {
+			clear(mv.unseen)
+			clear(mv.stuck)
+		}
+		took := time.Since(started)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-changed:
+		}
+		if d := max(moveMinInterval, 4*took) - time.Since(started); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
+	}
+}
+
+// nodeView is one node as the controller sees it in a pass.
+type nodeView struct {
+	rec    *fsmpb.NodeRecord
+	status string    // gossip: alive, dead, left, or unknown
+	since  time.Time // when it entered that status (unknown: first noticed)
+}
+
+// pass reads the FSM and gossip once and takes every step due.
+func (mv *mover) pass(ctx context.Context) {
+	n := mv.n
+	members := n.cluster.Members()
+	recs, err := n.fsm.Nodes()
+	if err != nil {
+		n.logger.Warn("move controller: reading node records", "error", err)
+		return
+	}
+	if n.registerNodes(ctx, members, recs) {
+		if recs, err = n.fsm.Nodes(); err != nil {
+			return
+		}
+	}
+	now := time.Now()
+	views := mv.views(now, members, recs)
+	recovering, draining := map[string]bool{}, map[string]bool{}
+	on := map[string]bool{}
+	for name, v := range views {
+		switch {
+		case v.status != cluster.StatusAlive && name != n.cfg.Name && now.Sub(v.since) >= mv.recoverAfter:
+			recovering[name], on[name] = true, true
+		case v.status == cluster.StatusAlive && v.rec.Draining:
+			draining[name], on[name] = true, true
+		}
+	}
+	load, moving, hosted, err := n.fsm.PlacementScan(on)
+	if err != nil {
+		n.logger.Warn("move controller: scanning sessions", "error", err)
+		return
+	}
+	// A destination counts the sessions admitted to it and not yet cut over.
+	busySource := map[string]bool{}
+	for _, s := range moving {
+		if m := s.Move; m.State == fsm.MoveAdmitted || m.State == fsm.MoveRestored {
+			load[m.Admitted.GetNode()]++
+		}
+		busySource[s.GetPlacement().GetNode()] = true
+	}
+	// Plan every step in one sequential pass (admissions update the loads
+	// as they go), then commit them concurrently: the leader coalesces
+	// concurrent commands into few Raft entries.
+	var steps []*step
+	for _, s := range moving {
+		if st := mv.drive(now, s, views, recs, load); st != nil {
+			steps = append(steps, st)
+		}
+	}
+	// Recovery and drain open new moves.
+	for _, s := range hosted {
+		node := s.GetPlacement().GetNode()
+		if fsm.MoveOpen(s.Move) {
+			continue
+		}
+		switch {
+		case recovering[node]:
+			if mv.retryPaused(now, s, fsm.MoveCauseRecovery) || !mv.admissible(s, views, recs, load) {
+				continue
+			}
+			steps = append(steps, mv.open(s, fsm.MoveCauseRecovery))
+		case draining[node] && !busySource[node]:
+			if mv.retryPaused(now, s, fsm.MoveCauseDrain) || !mv.admissible(s, views, recs, load) {
+				continue
+			}
+			steps = append(steps, mv.open(s, fsm.MoveCauseDrain))
+			busySource[node] = true // one at a time
+		}
+	}
+	mv.commit(ctx, steps)
+}
+
+// step is one command the controller commits for one session's move.
+type step struct {
+	s    *fsmpb.Session
+	name string // request, checkpoint, admit, cutover, fail
+	cmd  *fsmpb.Command
+	// requestID: derived from the move and the step (see stepID).
+	requestID string
+	done      func() // logs what was committed
+}
+
+// stepConcurrency bounds the commands one pass has in flight.
+const stepConcurrency = 64
+
+func (mv *mover) commit(ctx context.Context, steps []*step) {
+	sem := make(chan struct{}, stepConcurrency)
+	var wg sync.WaitGroup
+	for _, st := range steps {
+		if ctx.Err() != nil || !mv.n.cluster.IsLeader() {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			mv.apply(ctx, st)
+		}()
+	}
+	wg.Wait()
+}
+
+// apply commits one step. A transient failure (leadership lost, shutting
+// down) leaves the move to the next pass or leader; the FSM refusing a step
+// the move is still waiting for fails the move, so no move ever hangs on a
+// command that cannot commit.
+func (mv *mover) apply(ctx context.Context, st *step) {
+	err := mv.n.applyMoveCommand(ctx, st.requestID, st.cmd)
+	var fe *fsm.Error
+	switch {
+	case err == nil:
+		if st.done != nil {
+			st.done()
+		}
+	case !errors.As(err, &fe):
+		mv.n.logger.Debug("move controller: step not committed", "session", st.s.SessionId, "step", st.name, "error", err)
+	case fe.Reason == fsm.ReasonMoveState || st.name == "fail" || st.name == "request":
+		// The move moved on or ended meanwhile (the next pass sees it), or
+		// a new move was refused (BUSY: another move opened first).
+		mv.n.logger.Debug("move controller: step refused", "session", st.s.SessionId, "step", st.name, "error", err)
+	default:
+		mv.apply(ctx, mv.fail(st.s, st.name+" refused: "+fe.Error(), false))
+	}
+}
+
+// views joins every node record with its gossip status.
+func (mv *mover) views(now time.Time, members []cluster.Member, recs []*fsmpb.NodeRecord) map[string]nodeView {
+	byName := make(map[string]cluster.Member, len(members))
+	for _, m := range members {
+		byName[m.Name] = m
+	}
+	out := make(map[string]nodeView, len(recs))
+	for _, rec := range recs {
+		v := nodeView{rec: rec, status: "unknown"}
+		if m, ok := byName[rec.Name]; ok && m.Status != "" {
+			v.status, v.since = m.Status, m.Since
+			delete(mv.unseen, rec.Name)
+		} else {
+			if _, ok := mv.unseen[rec.Name]; !ok {
+				mv.unseen[rec.Name] = now
+			}
+			v.since = mv.unseen[rec.Name]
+		}
+		if rec.Name == mv.n.cfg.Name {
+			v.status = cluster.StatusAlive // this node leads; it is alive
+		}
+		out[rec.Name] = v
+	}
+	return out
+}
+
+func candidates(views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int) []placement.Candidate {
+	out := make([]placement.Candidate, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, placement.Candidate{Record: rec, Status: views[rec.Name].status, Load: load[rec.Name]})
+	}
+	return out
+}
+
+func (mv *mover) request(s *fsmpb.Session) placement.Request {
+	req := placement.Request{Session: s}
+	if m := s.Move; fsm.MoveOpen(m) {
+		req.Target, req.AcceptDegradation = m.Target, m.AcceptDegradation
+	}
+	if s.EnvelopeId != "" {
+		if env, err := mv.n.fsm.Envelope(s.EnvelopeId); err == nil {
+			req.Envelope = env
+		}
+	}
+	return req
+}
+
+// admissible: some node would admit s now (checked before opening a
+// recovery or drain move, so a fleet with nowhere to go does not fill
+// journals with failed moves).
+func (mv *mover) admissible(s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int) bool {
+	_, all, ok := placement.Choose(mv.request(s), candidates(views, recs, load))
+	if ok {
+		delete(mv.stuck, s.SessionId)
+		return true
+	}
+	why := placement.Refusals("", all)
+	if mv.stuck[s.SessionId] != why {
+		mv.stuck[s.SessionId] = why
+		mv.n.logger.Warn("move controller: no node admits the session; waiting", "session", s.SessionId,
+			"node", s.GetPlacement().GetNode(), "refusals", why)
+	}
+	return false
+}
+
+// retryPaused: the session's last move of this cause failed recently.
+func (mv *mover) retryPaused(now time.Time, s *fsmpb.Session, cause string) bool {
+	m := s.Move
+	return m != nil && m.Cause == cause && (m.State == fsm.MoveFailed || m.State == fsm.MoveUnsafe) &&
+		now.UnixNano()-m.StateUnixNano < int64(moveRetryPause)
+}
+
+// open requests a recovery or drain move of s to wherever it is admitted.
+func (mv *mover) open(s *fsmpb.Session, cause string) *step {
+	moveID := newControllerID("mov_")
+	return &step{s: s, name: "request", requestID: stepID(moveID, "request"),
+		cmd: &fsmpb.Command{Body: &fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{
+			SessionId: s.SessionId, MoveId: moveID, Target: &fsmpb.Placement{}, Cause: cause,
+		}}},
+		done: func() {
+			mv.n.logger.Info("move controller: move requested", "session", s.SessionId, "move", moveID, "cause", cause,
+				"from", s.GetPlacement().GetNode())
+		}}
+}
+
+// drive plans the step due for one open move (nil: nothing to do yet).
+func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int) *step {
+	m := s.Move
+	inState := time.Duration(now.UnixNano() - m.StateUnixNano)
+	switch m.State {
+	case fsm.MoveSafePointRequested:
+		if m.Cause == fsm.MoveCauseRecovery {
+			return mv.checkpointRecovery(s)
+		}
+		timeout := time.Duration(m.SafePointTimeoutNanos)
+		if timeout <= 0 {
+			timeout = DefaultSafePointTimeout
+		}
+		if inState < timeout {
+			return nil
+		}
+		why := fmt.Sprintf("no safe point on %s within %s", m.SourceNode, timeout)
+		if s.TurnInputSeq != 0 {
+			why += fmt.Sprintf(" (the turn of input #%d is still running)", s.TurnInputSeq)
+		}
+		return mv.fail(s, why, true)
+	case fsm.MoveCheckpointed:
+		d, all, ok := placement.Choose(mv.request(s), candidates(views, recs, load))
+		if !ok {
+			return mv.fail(s, placement.Refusals(m.Target.GetNode(), all), false)
+		}
+		load[d.Node]++
+		return &step{s: s, name: "admit", requestID: stepID(m.MoveId, "admit"),
+			cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveAdmit{MoveAdmit: &fsmpb.MoveAdmit{
+				SessionId: s.SessionId, MoveId: m.MoveId, Placement: d.Placement, Checks: d.Passed(), Degradation: d.Degradation,
+			}}},
+			done: func() {
+				mv.n.logger.Info("move controller: destination admitted", "session", s.SessionId, "move", m.MoveId, "to", d.Node)
+			}}
+	case fsm.MoveAdmitted:
+		dest := m.Admitted.GetNode()
+		switch st := views[dest].status; {
+		case st != cluster.StatusAlive:
+			return mv.fail(s, fmt.Sprintf("destination %s is %s in gossip", dest, st), false)
+		case inState >= RestoreTimeout:
+			return mv.fail(s, fmt.Sprintf("destination %s did not restore within %s", dest, RestoreTimeout), false)
+		}
+	case fsm.MoveRestored:
+		return &step{s: s, name: "cutover", requestID: stepID(m.MoveId, "cutover"),
+			cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{
+				SessionId: s.SessionId, MoveId: m.MoveId,
+			}}},
+			done: func() {
+				mv.n.logger.Info("move controller: cutover committed", "session", s.SessionId, "move", m.MoveId,
+					"to", m.Admitted.GetNode(), "epoch", m.NewEpoch, "elapsed", time.Duration(time.Now().UnixNano()-m.RequestedUnixNano))
+			}}
+	}
+	return nil
+}
+
+// checkpointRecovery plans a recovery's checkpoint at the last committed
+// address of this (leader) replica: the source is gone, so there is no
+// safe point to wait for; a turn it left open is closed as interrupted by
+// the destination's runner after cutover.
+func (mv *mover) checkpointRecovery(s *fsmpb.Session) *step {
+	digest, err := runner.Digest(mv.n.fsm, s.SessionId, s.HeadSeq)
+	if err != nil {
+		mv.n.logger.Warn("move controller: recovery digest", "session", s.SessionId, "error", err)
+		return nil
+	}
+	m := s.Move
+	return &step{s: s, name: "checkpoint", requestID: stepID(m.MoveId, "checkpoint"),
+		cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
+			SessionId: s.SessionId, MoveId: m.MoveId, SourceEpoch: s.Epoch, CheckpointSeq: s.HeadSeq, Digest: digest,
+		}}},
+		done: func() {
+			mv.n.logger.Info("move controller: recovery checkpoint", "session", s.SessionId, "move", m.MoveId, "seq", s.HeadSeq)
+		}}
+}
+
+// fail plans ending the move before cutover: the source stays current.
+func (mv *mover) fail(s *fsmpb.Session, reason string, unsafe bool) *step {
+	m := s.Move
+	reason = truncateUTF8(reason, fsm.MaxReasonBytes)
+	state := fsm.MoveFailed
+	if unsafe {
+		state = fsm.MoveUnsafe
+	}
+	return &step{s: s, name: "fail", requestID: stepID(m.MoveId, "fail"),
+		cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{
+			SessionId: s.SessionId, MoveId: m.MoveId, Reason: reason, Unsafe: unsafe,
+		}}},
+		done: func() {
+			mv.n.logger.Warn("move controller: move failed; the source stays authoritative", "session", s.SessionId,
+				"move", m.MoveId, "state", state, "phase", m.State, "reason", reason)
+		}}
+}
+
+// applyMoveCommand proposes one controller command on this (leader) node.
+// Domain refusals come back as *fsm.Error.
+func (n *Node) applyMoveCommand(ctx context.Context, requestID string, cmd *fsmpb.Command) error {
+	cmd.RequestId = requestID
+	actx, cancel := context.WithTimeout(ctx, moveApplyTime)
+	defer cancel()
+	res, err := n.cluster.Apply(actx, cmd)
+	if err != nil {
+		return err
+	}
+	return fsm.ResultError(res)
+}
+
+// stepID is the request id of one controller step of a move: the same on
+// every leader, so a step whose outcome was lost with a leader is applied
+// once when the next leader repeats it.
+func stepID(moveID, step string) string {
+	sum := sha256.Sum256([]byte(moveID + "\x00" + step))
+	return "mvctl_" + step + "_" + hex.EncodeToString(sum[:20])
+}
+
+// newControllerID draws an id: prefix, 12 hex digits of unix milliseconds,
+// 16 random hex digits (the API's id shape).
+func newControllerID(prefix string) string {
+	var b [14]byte
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(time.Now().UnixMilli()))
+	copy(b[:6], ms[2:])
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
