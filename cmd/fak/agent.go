@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +26,49 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// labelFlag is a repeatable k=v flag.
+type labelFlag struct{ m map[string]string }
+
+func (l *labelFlag) String() string {
+	var out []string
+	for k, v := range l.m {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func (l *labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	if l.m == nil {
+		l.m = map[string]string{}
+	}
+	l.m[k] = val
+	return nil
+}
+
+// uint32Value is a uint32 flag.
+type uint32Value struct{ p *uint32 }
+
+func (u uint32Value) String() string {
+	if u.p == nil {
+		return "0"
+	}
+	return strconv.FormatUint(uint64(*u.p), 10)
+}
+
+func (u uint32Value) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return fmt.Errorf("want a number of sessions: %w", err)
+	}
+	*u.p = uint32(n)
+	return nil
+}
+
 func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fak agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -36,6 +81,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		logJSON          bool
 		leaveOnTerminate bool
 		pprofAddr        string
+		labels           labelFlag
+		accountRefs      stringList
+		providers        stringList
+		models           stringList
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name: its stable identity in Raft and gossip (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
@@ -54,6 +103,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots")
 	fs.DurationVar(&cfg.EchoTurn, "echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
+	fs.Var(&labels, "label", "node label k=v for placement constraints (repeatable)")
+	fs.Var(uint32Value{&cfg.Capacity}, "capacity", "most sessions placed on this node (0: unlimited)")
+	fs.Var(&accountRefs, "account-ref", "account ref this node can resolve, by name (repeatable)")
+	fs.Var(&providers, "provider", "provider this node can run (repeatable)")
+	fs.Var(&models, "model", "model this node can run (repeatable)")
+	fs.DurationVar(&cfg.RecoverAfter, "recover-after", node.DefaultRecoverAfter, "recover a node's sessions on other nodes after it has been dead in gossip this long")
 	fs.BoolVar(&leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster gracefully before exiting")
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -69,6 +124,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Join = join
+	cfg.Labels, cfg.AccountRefs, cfg.Providers, cfg.Models = labels.m, accountRefs, providers, models
 	logger, err := newLogger("fak", logLevel, logJSON, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "fak agent:", err)

@@ -31,6 +31,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".fak-dev", "directory for the nodes' data and the token")
 	logLevel := fs.String("log-level", "warn", "log level: trace, debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log JSON lines")
+	recoverAfter := fs.Duration("recover-after", node.DefaultRecoverAfter, "recover a node's sessions on the others after it has been dead in gossip this long")
 	echoTurn := fs.Duration("echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -77,6 +78,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			Tokens:          []string{token},
 			MaxEventBytes:   api.DefaultMaxEventBytes,
 			EchoTurn:        *echoTurn,
+			RecoverAfter:    *recoverAfter,
 			Logger:          logger,
 		})
 		if err != nil {
