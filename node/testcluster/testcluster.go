@@ -44,6 +44,12 @@ type Options struct {
 	AttachmentTTL time.Duration
 	// LogLevel for node logs written to t.Log (default "warn").
 	LogLevel string
+	// RecoverAfter: how long a node is dead in gossip before its sessions
+	// are recovered on the others (0: the node default, 30s).
+	RecoverAfter time.Duration
+	// Configure, when set, adjusts each node's configuration before it
+	// starts (capabilities, labels, ...).
+	Configure func(name string, cfg *node.Config)
 }
 
 // Node is one member of a test fleet, running or stopped.
@@ -128,7 +134,7 @@ func (c *Cluster) Start(n *Node) {
 	// A port freed by a stopped node can linger briefly; retry the bind.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		running, err = node.Start(node.Config{
+		cfg := node.Config{
 			Name: n.Name, DataDir: n.DataDir,
 			APIAddr: n.APIAddr, RaftAddr: n.RaftAddr, GossipAddr: n.GossipAddr,
 			BootstrapExpect: expect, Join: c.gossipAddrs(), Voter: n.Voter,
@@ -136,8 +142,13 @@ func (c *Cluster) Start(n *Node) {
 			EchoTurn: c.opts.EchoTurn, LeaseTTL: c.opts.LeaseTTL, AttachmentTTL: c.opts.AttachmentTTL,
 			DeadServerGrace:   c.opts.DeadServerGrace,
 			SnapshotThreshold: c.opts.SnapshotThreshold, TrailingLogs: c.opts.TrailingLogs,
-			Logger: logger,
-		})
+			RecoverAfter: c.opts.RecoverAfter,
+			Logger:       logger,
+		}
+		if c.opts.Configure != nil {
+			c.opts.Configure(n.Name, &cfg)
+		}
+		running, err = node.Start(cfg)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -261,6 +272,26 @@ func (c *Cluster) Sessions(n *Node) fakv1connect.SessionServiceClient {
 // ClusterClient returns a ClusterService client for a node's API.
 func (c *Cluster) ClusterClient(n *Node) fakv1connect.ClusterServiceClient {
 	return fakv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+}
+
+// NodeClient returns a NodeService client for a node's API.
+func (c *Cluster) NodeClient(n *Node) fakv1connect.NodeServiceClient {
+	return fakv1connect.NewNodeServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+}
+
+// RunnerClient returns a RunnerService client for a node's API.
+func (c *Cluster) RunnerClient(n *Node) fakv1connect.RunnerServiceClient {
+	return fakv1connect.NewRunnerServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+}
+
+// Node returns the fleet member named name (nil if none).
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
 }
 
 // HTTPClient is the h2c client the fleet's API clients use.
