@@ -9,6 +9,7 @@ import (
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -459,6 +460,71 @@ func TestCluster_DrainMovesSessionsAwayOneAtATime(t *testing.T) {
 	mv = moveSession(t, c, via, id, drained.Name, 0)
 	if m := waitMove(t, c, id, mv.MoveId, "an end", moveEnded); m.State != fsm.MoveCutoverCommitted {
 		t.Fatalf("move onto the undrained node ended %s: %s", m.State, m.Reason)
+	}
+	checkMoveInvariants(t, c)
+}
+
+// Each node's capabilities (flags) reach its node record through gossip;
+// admission checks them and a refusal names the failed check; a model
+// change is disclosed as degradation and needs acceptance.
+func TestCluster_NodeRecordsDriveAdmission(t *testing.T) {
+	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
+		if name == "n2" {
+			cfg.Labels = map[string]string{"zone": "b", "gpu": "yes"}
+			cfg.Models = []string{"m-big", "m-big"}
+			cfg.AccountRefs = []string{"team-a"}
+			cfg.Capacity = 1
+		}
+	}})
+	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
+	resp, err := c.NodeClient(n1).ListNodes(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.ListNodesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *fakv1.Node
+	for _, n := range resp.Msg.Nodes {
+		if n.Name == n2.Name {
+			rec = n
+		}
+	}
+	if rec == nil || len(rec.Labels) != 2 || rec.Labels[0].Key != "gpu" || rec.Labels[1].Key != "zone" ||
+		rec.Capacity != 1 || strings.Join(rec.Models, ",") != "m-big" || strings.Join(rec.AccountRefs, ",") != "team-a" ||
+		strings.Join(rec.RuntimeAdapters, ",") != "echo" || rec.ApiAddr != n2.APIAddr {
+		t.Fatalf("n2's record: %v", rec)
+	}
+
+	id := createSession(t, c, n3, "admission")
+	move := func(to, model string, accept bool) *fakv1.Move {
+		t.Helper()
+		r, err := c.Sessions(n1).MoveSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.MoveSessionRequest{
+			SessionId: id, ToNode: to, Model: model, AcceptDegradation: accept,
+		}))
+		if err != nil {
+			t.Fatalf("move to %s: %v", to, err)
+		}
+		return waitMove(t, c, id, r.Msg.Move.MoveId, "an end", moveEnded)
+	}
+	if m := move(n1.Name, "m-big", true); m.State != fsm.MoveFailed || !strings.Contains(m.Reason, `model: no model "m-big"`) {
+		t.Fatalf("move to a node without the model: %s %q", m.State, m.Reason)
+	}
+	if m := move(n2.Name, "m-big", false); m.State != fsm.MoveFailed || !strings.Contains(m.Reason, "degradation") {
+		t.Fatalf("unaccepted model change: %s %q", m.State, m.Reason)
+	}
+	m := move(n2.Name, "m-big", true)
+	if m.State != fsm.MoveCutoverCommitted || len(m.Degradation) == 0 || m.Admitted.GetModel() != "m-big" {
+		t.Fatalf("accepted model change: %s %q, degradation %v, admitted %v", m.State, m.Reason, m.Degradation, m.Admitted)
+	}
+	if d := describe(t, c, n1, id); d.Placement.GetNode() != n2.Name || d.Placement.GetModel() != "m-big" {
+		t.Fatalf("after the move: %v", d.Placement)
+	}
+	// n2 is full now.
+	other := createSession(t, c, n3, "no room")
+	r, err := c.Sessions(n1).MoveSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.MoveSessionRequest{SessionId: other, ToNode: n2.Name}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := waitMove(t, c, other, r.Msg.Move.MoveId, "an end", moveEnded); m.State != fsm.MoveFailed || !strings.Contains(m.Reason, "capacity: hosts 1 of 1") {
+		t.Fatalf("move to a full node: %s %q", m.State, m.Reason)
 	}
 	checkMoveInvariants(t, c)
 }
