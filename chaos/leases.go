@@ -115,8 +115,16 @@ func (l *leaseWorkload) worker(ctx context.Context, id int) {
 			_, err = c.session.ReleaseLease(cctx, connect.NewRequest(&fakv1.ReleaseLeaseRequest{SessionId: session, AttachmentId: at.id}))
 			cancel()
 		}
-		if reason(err) == "ATTACHMENT_NOT_FOUND" {
+		switch reason(err) {
+		case "ATTACHMENT_NOT_FOUND":
 			delete(atts, session)
+		case "STALE_EPOCH":
+			// The session moved: learn its current epoch, as a client would.
+			c, cctx, cancel := call()
+			if d, derr := c.session.DescribeSession(cctx, connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: session})); derr == nil {
+				at.epoch = d.Msg.GetSession().GetEpoch()
+			}
+			cancel()
 		}
 	}
 }
