@@ -56,11 +56,13 @@ const (
 	RestoreTimeout = 10 * time.Second
 
 	// moveTick: a pass at least this often, and after applied batches,
-	// at most every moveMinInterval or four times the last pass's duration
-	// (a pass reads every session record, like the runner's scan; this
-	// keeps it under a fifth of a core on a large fleet under load).
+	// at least moveMinInterval and moveCostFactor times the last pass's
+	// reading apart (a pass reads every session record, like the runner's
+	// scan; this keeps it near a tenth of a core on a large fleet under
+	// load).
 	moveTick        = 100 * time.Millisecond
 	moveMinInterval = 5 * time.Millisecond
+	moveCostFactor  = 10
 	moveApplyTime   = 5 * time.Second
 	moveRetryPause  = 10 * time.Second
 )
@@ -72,8 +74,8 @@ type mover struct {
 	// unseen: nodes with a record gossip has not shown this leader, since
 	// when (like the Raft reconcile's missing servers).
 	unseen map[string]time.Time
-	// stuck: sessions of a dead or draining node that no node would admit
-	// at the last look, to log that once.
+	// stuck: sessions of a dead or draining node that no node admitted at
+	// the last pass, with the refusals, to log each refusal once.
 	stuck map[string]string
 }
 
@@ -91,21 +93,21 @@ func (mv *mover) run(ctx context.Context) {
 	for {
 		started := time.Now()
 		var changed <-chan struct{}
+		var cost time.Duration
 		if mv.n.cluster.IsLeader() {
 			changed = mv.n.fsm.Changed()
-			mv.pass(ctx)
+			cost = mv.pass(ctx)
 		} else {
 			clear(mv.unseen)
 			clear(mv.stuck)
 		}
-		took := time.Since(started)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-changed:
 		}
-		if d := max(moveMinInterval, 4*took) - time.Since(started); d > 0 {
+		if d := max(moveMinInterval, moveCostFactor*cost) - time.Since(started); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -122,18 +124,20 @@ type nodeView struct {
 	since  time.Time // when it entered that status (unknown: first noticed)
 }
 
-// pass reads the FSM and gossip once and takes every step due.
-func (mv *mover) pass(ctx context.Context) {
+// pass reads the FSM and gossip once and takes every step due. It returns
+// how long reading and planning took (not committing).
+func (mv *mover) pass(ctx context.Context) (cost time.Duration) {
+	started := time.Now()
 	n := mv.n
 	members := n.cluster.Members()
 	recs, err := n.fsm.Nodes()
 	if err != nil {
 		n.logger.Warn("move controller: reading node records", "error", err)
-		return
+		return 0
 	}
 	if n.registerNodes(ctx, members, recs) {
 		if recs, err = n.fsm.Nodes(); err != nil {
-			return
+			return 0
 		}
 	}
 	now := time.Now()
@@ -151,7 +155,7 @@ func (mv *mover) pass(ctx context.Context) {
 	load, moving, hosted, err := n.fsm.PlacementScan(on)
 	if err != nil {
 		n.logger.Warn("move controller: scanning sessions", "error", err)
-		return
+		return 0
 	}
 	// A destination counts the sessions admitted to it and not yet cut over.
 	busySource := map[string]bool{}
@@ -165,6 +169,7 @@ func (mv *mover) pass(ctx context.Context) {
 	// as they go), then commit them concurrently: the leader coalesces
 	// concurrent commands into few Raft entries.
 	var steps []*step
+	stuck := map[string]string{}
 	for _, s := range moving {
 		if st := mv.drive(now, s, views, recs, load); st != nil {
 			steps = append(steps, st)
@@ -178,19 +183,22 @@ func (mv *mover) pass(ctx context.Context) {
 		}
 		switch {
 		case recovering[node]:
-			if mv.retryPaused(now, s, fsm.MoveCauseRecovery) || !mv.admissible(s, views, recs, load) {
+			if mv.retryPaused(now, s, fsm.MoveCauseRecovery) || !mv.admissible(s, views, recs, load, stuck) {
 				continue
 			}
 			steps = append(steps, mv.open(s, fsm.MoveCauseRecovery))
 		case draining[node] && !busySource[node]:
-			if mv.retryPaused(now, s, fsm.MoveCauseDrain) || !mv.admissible(s, views, recs, load) {
+			if mv.retryPaused(now, s, fsm.MoveCauseDrain) || !mv.admissible(s, views, recs, load, stuck) {
 				continue
 			}
 			steps = append(steps, mv.open(s, fsm.MoveCauseDrain))
 			busySource[node] = true // one at a time
 		}
 	}
+	mv.stuck = stuck
+	cost = time.Since(started)
 	mv.commit(ctx, steps)
+	return cost
 }
 
 // step is one command the controller commits for one session's move.
@@ -296,15 +304,14 @@ func (mv *mover) request(s *fsmpb.Session) placement.Request {
 // admissible: some node would admit s now (checked before opening a
 // recovery or drain move, so a fleet with nowhere to go does not fill
 // journals with failed moves).
-func (mv *mover) admissible(s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int) bool {
+func (mv *mover) admissible(s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int, stuck map[string]string) bool {
 	_, all, ok := placement.Choose(mv.request(s), candidates(views, recs, load))
 	if ok {
-		delete(mv.stuck, s.SessionId)
 		return true
 	}
 	why := placement.Refusals("", all)
+	stuck[s.SessionId] = why
 	if mv.stuck[s.SessionId] != why {
-		mv.stuck[s.SessionId] = why
 		mv.n.logger.Warn("move controller: no node admits the session; waiting", "session", s.SessionId,
 			"node", s.GetPlacement().GetNode(), "refusals", why)
 	}
