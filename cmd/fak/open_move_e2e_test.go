@@ -59,7 +59,7 @@ func TestOpenE2E_Move(t *testing.T) {
 -- the session now runs on n2 as epoch 2; this client stays attached and sends to epoch 2$`))
 
 	fmt.Fprintln(typing, "again")
-	r.waitOutput(t, "the reply on n2", regexp.MustCompile(`(?m)^#\d+ you> again\n#\d+ turn started for input #\d+ \(echo on n2\)\n#\d+ agent> echo: again`))
+	r.waitOutput(t, "the reply on n2", regexp.MustCompile(`(?m)^#\d+ you> again\n(?:#\d+ charged[^\n]*\n)*#\d+ turn started for input #\d+ \(echo on n2\)\n#\d+ agent> echo: again`))
 
 	fmt.Fprintln(typing, "/move n9")
 	r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not done: /move n9: NOT_FOUND: node n9 not found \(no node record; fakctl node list shows the nodes\)$`))
