@@ -87,7 +87,9 @@ buf-lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/
-	$(GO) test -run '^$$' -bench . -benchtime 5000x ./node/
+	$(GO) test -run '^$$' -bench 'ClusterApply|Append|RawRaft|Describe' -benchtime 5000x ./node/
+	$(GO) test -run '^$$' -bench 'MoveIdleSession' -benchtime 500x ./node/
+	$(GO) test -run '^$$' -bench 'RecoverDeadNode' -benchtime 3x ./node/
 
 clean:
 	rm -rf $(BIN) chaos-out
