@@ -169,37 +169,27 @@ func reason(err error) string {
 	return info.GetReason()
 }
 
-// leaseJournals reads the lease sessions' journals after the final restart.
+// journals reads the lease sessions' journals after the final restart.
 func (l *leaseWorkload) journals(ctx context.Context) (map[string][]checker.LeaseEvent, error) {
 	out := map[string][]checker.LeaseEvent{}
-	for i, id := range l.ids {
-		c := l.clients[l.nodes[i%len(l.nodes)]]
+	for i, id := range l.Sessions() {
+		events, err := readJournal(ctx, l.clients[l.nodes[i%len(l.nodes)]], id)
+		if err != nil {
+			return nil, err
+		}
 		var evs []checker.LeaseEvent
-		from := uint64(1)
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := c.session.ReadEvents(cctx, connect.NewRequest(&fakv1.ReadEventsRequest{SessionId: id, FromSeq: from, Limit: 1000}))
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("read lease session %s: %w", id, err)
-			}
-			for _, e := range resp.Msg.Events {
-				switch e.Kind {
-				case "lease.taken", "lease.released", "input":
-					var d struct {
-						AttachmentID string `json:"attachment_id"`
-						StolenFrom   string `json:"stolen_from"`
-						Expires      int64  `json:"expires_unix_nano"`
-					}
-					_ = json.Unmarshal(e.Data, &d)
-					evs = append(evs, checker.LeaseEvent{Seq: e.Seq, Kind: e.Kind, TimeUnixNano: e.TimeUnixNano,
-						AttachmentID: d.AttachmentID, StolenFrom: d.StolenFrom, ExpiresUnixNano: d.Expires, Text: e.Text})
+		for _, e := range events {
+			switch e.Kind {
+			case "lease.taken", "lease.released", "input":
+				var d struct {
+					AttachmentID string `json:"attachment_id"`
+					StolenFrom   string `json:"stolen_from"`
+					Expires      int64  `json:"expires_unix_nano"`
 				}
+				_ = json.Unmarshal(e.Data, &d)
+				evs = append(evs, checker.LeaseEvent{Seq: e.Seq, Kind: e.Kind, TimeUnixNano: e.TimeUnixNano,
+					AttachmentID: d.AttachmentID, StolenFrom: d.StolenFrom, ExpiresUnixNano: d.Expires, Text: e.Text})
 			}
-			if len(resp.Msg.Events) == 0 || resp.Msg.Events[len(resp.Msg.Events)-1].Seq >= resp.Msg.HeadSeq {
-				break
-			}
-			from = resp.Msg.Events[len(resp.Msg.Events)-1].Seq + 1
 		}
 		out[id] = evs
 	}

@@ -60,23 +60,13 @@ func (m *moveWorkload) run(ctx context.Context) {
 func (m *moveWorkload) journals(ctx context.Context) (map[string][]checker.JournalEvent, error) {
 	out := map[string][]checker.JournalEvent{}
 	for i, id := range m.sessions() {
-		c := m.clients[m.nodes[i%len(m.nodes)]]
-		var evs []checker.JournalEvent
-		from := uint64(1)
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := c.session.ReadEvents(cctx, connect.NewRequest(&fakv1.ReadEventsRequest{SessionId: id, FromSeq: from, Limit: 1000}))
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", id, err)
-			}
-			for _, e := range resp.Msg.Events {
-				evs = append(evs, checker.JournalEvent{Seq: e.Seq, Kind: e.Kind, Text: e.Text, Data: e.Data})
-			}
-			if len(resp.Msg.Events) == 0 || resp.Msg.Events[len(resp.Msg.Events)-1].Seq >= resp.Msg.HeadSeq {
-				break
-			}
-			from = resp.Msg.Events[len(resp.Msg.Events)-1].Seq + 1
+		events, err := readJournal(ctx, m.clients[m.nodes[i%len(m.nodes)]], id)
+		if err != nil {
+			return nil, err
+		}
+		evs := make([]checker.JournalEvent, len(events))
+		for k, e := range events {
+			evs[k] = checker.JournalEvent{Seq: e.Seq, Kind: e.Kind, Text: e.Text, Data: e.Data}
 		}
 		out[id] = evs
 	}

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"strings"
 )
 
 // LineageNode is one session of a launch's lineage, as read at the end.
@@ -94,19 +93,5 @@ func Boundaries(launches map[string]LaunchLineage) BoundaryResult {
 
 // Summary is one line, plus the first violations.
 func (r BoundaryResult) Summary() string {
-	var b strings.Builder
-	verdict := "OK"
-	if !r.Ok {
-		verdict = fmt.Sprintf("VIOLATED (%d)", len(r.Violations))
-	}
-	fmt.Fprintf(&b, "boundaries: %s: %d launch(es), %d acknowledged clears (each delivered 3× concurrently), %d sessions",
-		verdict, r.Launches, r.Clears, r.Sessions)
-	for i, v := range r.Violations {
-		if i == 5 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-5)
-			break
-		}
-		b.WriteString("\n  " + v)
-	}
-	return b.String()
+	return summarize("boundaries", r.Violations, fmt.Sprintf("%d launch(es), %d acknowledged clears (each delivered 3× concurrently), %d sessions", r.Launches, r.Clears, r.Sessions))
 }

@@ -3,7 +3,6 @@ package checker
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // JournalEvent is one event of a session's final journal, as the epoch
@@ -108,18 +107,5 @@ func Epochs(journals map[string][]JournalEvent) EpochResult {
 
 // Summary is one line, plus the first violations.
 func (r EpochResult) Summary() string {
-	var b strings.Builder
-	verdict := "OK"
-	if !r.Ok {
-		verdict = fmt.Sprintf("VIOLATED (%d)", len(r.Violations))
-	}
-	fmt.Fprintf(&b, "epochs: %s: %d session(s), %d moves cut over, %d failed, %d turns", verdict, r.Sessions, r.Moves, r.Failed, r.Turns)
-	for i, v := range r.Violations {
-		if i == 5 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-5)
-			break
-		}
-		b.WriteString("\n  " + v)
-	}
-	return b.String()
+	return summarize("epochs", r.Violations, fmt.Sprintf("%d session(s), %d moves cut over, %d failed, %d turns", r.Sessions, r.Moves, r.Failed, r.Turns))
 }

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"fmt"
-	"strings"
 )
 
 // LeaseEvent is one lease-relevant journal event of a session, decoded
@@ -117,19 +116,5 @@ func Leases(journals map[string][]LeaseEvent, acts []ActRecord) LeaseResult {
 
 // Summary is one line, plus the first violations.
 func (r LeaseResult) Summary() string {
-	var b strings.Builder
-	verdict := "OK"
-	if !r.Ok {
-		verdict = fmt.Sprintf("VIOLATED (%d)", len(r.Violations))
-	}
-	fmt.Fprintf(&b, "leases: %s: %d session(s), %d takes (%d steals), %d releases, %d inputs; acts %d acknowledged, %d refused",
-		verdict, r.Sessions, r.Takes, r.Steals, r.Releases, r.Inputs, r.ActsOK, r.ActsFailed)
-	for i, v := range r.Violations {
-		if i == 5 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-5)
-			break
-		}
-		b.WriteString("\n  " + v)
-	}
-	return b.String()
+	return summarize("leases", r.Violations, fmt.Sprintf("%d session(s), %d takes (%d steals), %d releases, %d inputs; acts %d acknowledged, %d refused", r.Sessions, r.Takes, r.Steals, r.Releases, r.Inputs, r.ActsOK, r.ActsFailed))
 }
