@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -186,61 +185,19 @@ func randomHex(n int) string {
 
 // Defaults shared with fakctl.
 const (
-	DefaultAddr  = "http://127.0.0.1:7401"
-	DevTokenFile = ".fak-dev/token"
+	DefaultAddr  = apiclient.DefaultAddr
+	DevTokenFile = apiclient.DevTokenFile
 )
 
 // ResolveAddr picks the node address as fakctl does: the flag, FAK_ADDR,
 // then DefaultAddr, as a base URL without a trailing slash.
 func ResolveAddr(flagAddr string, getenv func(string) string) (string, error) {
-	addr := flagAddr
-	if addr == "" {
-		addr = getenv("FAK_ADDR")
-	}
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	addr = strings.TrimSpace(addr)
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	scheme, rest, _ := strings.Cut(addr, "://")
-	if scheme != "http" && scheme != "https" {
-		return "", fmt.Errorf("invalid address %q: scheme must be http or https", addr)
-	}
-	if strings.HasPrefix(rest, ":") {
-		rest = "127.0.0.1" + rest
-	}
-	if rest == "" || strings.HasPrefix(rest, "/") {
-		return "", fmt.Errorf("invalid address %q: no host", addr)
-	}
-	return scheme + "://" + strings.TrimRight(rest, "/"), nil
+	return apiclient.ResolveAddr(flagAddr, getenv)
 }
 
 // ResolveToken picks the API token as fakctl does, first found wins: the
 // flag, FAK_TOKEN, the file named by FAK_TOKEN_FILE (which must exist), then
 // DevTokenFile under workDir (optional).
 func ResolveToken(flagToken string, getenv func(string) string, workDir string) (string, error) {
-	if flagToken != "" {
-		return flagToken, nil
-	}
-	if t := getenv("FAK_TOKEN"); t != "" {
-		return t, nil
-	}
-	path, optional := getenv("FAK_TOKEN_FILE"), false
-	if path == "" {
-		path, optional = filepath.Join(workDir, DevTokenFile), true
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if optional && errors.Is(err, os.ErrNotExist) {
-			return "", nil
-		}
-		return "", fmt.Errorf("read token file: %w", err)
-	}
-	t := strings.TrimSpace(string(data))
-	if t == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return t, nil
+	return apiclient.ResolveToken(flagToken, getenv, workDir)
 }

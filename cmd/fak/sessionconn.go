@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +18,10 @@ import (
 )
 
 const (
-	defaultAPIAddr = "http://127.0.0.1:7401"
+	defaultAPIAddr = apiclient.DefaultAddr
 	// devTokenFile is where `fak dev` writes its token, relative to the
 	// directory it runs in.
-	devTokenFile = ".fak-dev/token"
+	devTokenFile = apiclient.DevTokenFile
 	// rpcTimeout bounds each unary call; streams have no deadline.
 	rpcTimeout = 10 * time.Second
 	// Watch reconnects: at most maxWatchFailures attempts in a row without
@@ -51,74 +47,23 @@ const (
 // resolveAPIAddr picks the node address: the flag, then FAK_ADDR, then the
 // default of a local dev fleet, normalized to a base URL.
 func resolveAPIAddr(flagAddr string, getenv func(string) string) (string, error) {
-	addr := flagAddr
-	if addr == "" {
-		addr = getenv("FAK_ADDR")
-	}
-	if addr == "" {
-		addr = defaultAPIAddr
-	}
-	return normalizeAPIAddr(addr, "http")
-}
-
-// normalizeAPIAddr turns "host:port" or a URL into a base URL without a
-// trailing slash; scheme is used when addr has none. ":port" means this
-// host.
-func normalizeAPIAddr(addr, scheme string) (string, error) {
-	addr = strings.TrimSpace(addr)
-	if addr == "" {
-		return "", errors.New("empty address")
-	}
-	if !strings.Contains(addr, "://") {
-		addr = scheme + "://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return "", fmt.Errorf("invalid address %q: %v", addr, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("invalid address %q: scheme must be http or https", addr)
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("invalid address %q: no host", addr)
-	}
-	if strings.HasPrefix(u.Host, ":") {
-		u.Host = "127.0.0.1" + u.Host
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	return u.String(), nil
+	return apiclient.ResolveAddr(flagAddr, getenv)
 }
 
 // resolveAPIToken picks the token, first found wins: the flag, FAK_TOKEN,
 // the file named by FAK_TOKEN_FILE (which must exist), then the dev fleet's
 // token file under workDir (optional: a fleet may run without tokens).
 func resolveAPIToken(flagToken string, getenv func(string) string, workDir string) (string, error) {
-	if flagToken != "" {
-		return flagToken, nil
-	}
-	if token := getenv("FAK_TOKEN"); token != "" {
-		return token, nil
-	}
-	if path := getenv("FAK_TOKEN_FILE"); path != "" {
-		return readAPITokenFile(path)
-	}
-	token, err := readAPITokenFile(filepath.Join(workDir, devTokenFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	return token, err
+	return apiclient.ResolveToken(flagToken, getenv, workDir)
 }
 
-func readAPITokenFile(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read token file: %w", err)
+// normalizeAPIAddr is apiclient.NormalizeAddr with scheme used when addr
+// has none (an endpoint of a fleet reached over https is https too).
+func normalizeAPIAddr(addr, scheme string) (string, error) {
+	if trimmed := strings.TrimSpace(addr); trimmed != "" && !strings.Contains(trimmed, "://") {
+		addr = scheme + "://" + trimmed
 	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return token, nil
+	return apiclient.NormalizeAddr(addr)
 }
 
 // reasonOf returns the machine-readable reason of a fak error, or "".

@@ -2,15 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -20,10 +14,10 @@ import (
 )
 
 const (
-	defaultAddr = "http://127.0.0.1:7401"
+	defaultAddr = apiclient.DefaultAddr
 	// devTokenPath is where "fak dev" writes its token, relative to the
 	// directory it runs in.
-	devTokenPath = ".fak-dev/token"
+	devTokenPath = apiclient.DevTokenFile
 	// unaryTimeout bounds each unary call; streams have no deadline.
 	unaryTimeout = 10 * time.Second
 )
@@ -61,7 +55,7 @@ func (c *cli) connect() error {
 	if err != nil {
 		return err
 	}
-	token, err := resolveToken(c.opts.token, c.getenv, workDir)
+	token, err := apiclient.ResolveToken(c.opts.token, c.getenv, workDir)
 	if err != nil {
 		return err
 	}
@@ -103,74 +97,20 @@ func unaryContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // resolveAddr picks the node address from the flag, then FAK_ADDR, then the
-// default, and normalizes it.
+// default, and normalizes it. A bad address is a usage error.
 func resolveAddr(flagAddr string, getenv func(string) string) (string, error) {
-	addr := flagAddr
-	if addr == "" {
-		addr = getenv("FAK_ADDR")
+	baseURL, err := apiclient.ResolveAddr(flagAddr, getenv)
+	if err != nil {
+		return "", usageErrorf("%v", err)
 	}
-	if addr == "" {
-		addr = defaultAddr
-	}
-	return normalizeAddr(addr)
+	return baseURL, nil
 }
 
-// normalizeAddr turns "host:port" or a URL into a base URL without a
-// trailing slash. A bare ":port" means this host.
+// normalizeAddr is apiclient.NormalizeAddr with its errors as usage errors.
 func normalizeAddr(addr string) (string, error) {
-	addr = strings.TrimSpace(addr)
-	if addr == "" {
-		return "", usageErrorf("empty address")
-	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
+	baseURL, err := apiclient.NormalizeAddr(addr)
 	if err != nil {
-		return "", usageErrorf("invalid address %q: %v", addr, err)
+		return "", usageErrorf("%v", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", usageErrorf("invalid address %q: scheme must be http or https", addr)
-	}
-	if u.Host == "" {
-		return "", usageErrorf("invalid address %q: no host", addr)
-	}
-	if strings.HasPrefix(u.Host, ":") {
-		u.Host = "127.0.0.1" + u.Host
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	return u.String(), nil
-}
-
-// resolveToken picks the API token, first found wins: the --token flag,
-// FAK_TOKEN, the file named by FAK_TOKEN_FILE, then devTokenPath under
-// workDir. A token file named by FAK_TOKEN_FILE must exist; the dev token
-// file is optional, since a fleet may run without authentication.
-func resolveToken(flagToken string, getenv func(string) string, workDir string) (string, error) {
-	if flagToken != "" {
-		return flagToken, nil
-	}
-	if token := getenv("FAK_TOKEN"); token != "" {
-		return token, nil
-	}
-	if path := getenv("FAK_TOKEN_FILE"); path != "" {
-		return readTokenFile(path)
-	}
-	token, err := readTokenFile(filepath.Join(workDir, devTokenPath))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	return token, err
-}
-
-func readTokenFile(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read token file: %w", err)
-	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return token, nil
+	return baseURL, nil
 }

@@ -1,34 +1,23 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
-func TestNormalizeAddr(t *testing.T) {
-	tests := []struct {
-		in, want string
-	}{
-		{"127.0.0.1:7401", "http://127.0.0.1:7401"},
-		{"localhost:7401", "http://localhost:7401"},
-		{"  node-1:7401/ ", "http://node-1:7401"},
-		{":7401", "http://127.0.0.1:7401"},
-		{"[::1]:7401", "http://[::1]:7401"},
-		{"http://10.0.0.2:7401", "http://10.0.0.2:7401"},
-		{"https://fak.example.com/", "https://fak.example.com"},
-		{"https://fak.example.com/prefix/", "https://fak.example.com/prefix"},
+// The resolution rules themselves are tested in api/apiclient; here only
+// that fakctl reports a bad address as a usage error (exit code 2).
+
+func TestNormalizeAddrIsUsageError(t *testing.T) {
+	if got, err := normalizeAddr(":7401"); err != nil || got != "http://127.0.0.1:7401" {
+		t.Errorf("normalizeAddr(\":7401\") = %q, %v", got, err)
 	}
-	for _, tt := range tests {
-		got, err := normalizeAddr(tt.in)
-		if err != nil || got != tt.want {
-			t.Errorf("normalizeAddr(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"", "   ", "ftp://host:21", "http://", "http://bad host:1"} {
-		if got, err := normalizeAddr(bad); err == nil {
-			t.Errorf("normalizeAddr(%q) = %q, want an error", bad, got)
+	for _, bad := range []string{"", "ftp://host:21", "http://"} {
+		var ue *usageError
+		if _, err := normalizeAddr(bad); !errors.As(err, &ue) {
+			t.Errorf("normalizeAddr(%q): err = %v, want a usage error", bad, err)
 		}
 	}
 }
@@ -44,61 +33,9 @@ func TestResolveAddr(t *testing.T) {
 	if got, _ := resolveAddr("", mapEnv(nil)); got != defaultAddr {
 		t.Errorf("default: got %q", got)
 	}
-}
-
-func TestResolveTokenOrder(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, devTokenPath), "dev-token\n")
-	tokenFile := filepath.Join(dir, "token-file")
-	writeFile(t, tokenFile, "  file-token \n")
-
-	tests := []struct {
-		name      string
-		flagToken string
-		env       map[string]string
-		want      string
-	}{
-		{"flag wins", "flag-token", map[string]string{"FAK_TOKEN": "env-token", "FAK_TOKEN_FILE": tokenFile}, "flag-token"},
-		{"env FAK_TOKEN next", "", map[string]string{"FAK_TOKEN": "env-token", "FAK_TOKEN_FILE": tokenFile}, "env-token"},
-		{"FAK_TOKEN_FILE next", "", map[string]string{"FAK_TOKEN_FILE": tokenFile}, "file-token"},
-		{"dev token last", "", nil, "dev-token"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := resolveToken(tt.flagToken, mapEnv(tt.env), dir)
-			if err != nil || got != tt.want {
-				t.Errorf("resolveToken = %q, %v; want %q", got, err, tt.want)
-			}
-		})
-	}
-}
-
-func TestResolveTokenWithoutAnyTokenIsEmpty(t *testing.T) {
-	got, err := resolveToken("", mapEnv(nil), t.TempDir())
-	if err != nil || got != "" {
-		t.Errorf("resolveToken = %q, %v; want no token and no error", got, err)
-	}
-}
-
-func TestResolveTokenBadFiles(t *testing.T) {
-	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty")
-	writeFile(t, empty, " \n")
-
-	_, err := resolveToken("", mapEnv(map[string]string{"FAK_TOKEN_FILE": filepath.Join(dir, "missing")}), dir)
-	if err == nil || !strings.Contains(err.Error(), "read token file") {
-		t.Errorf("missing FAK_TOKEN_FILE: err = %v", err)
-	}
-	_, err = resolveToken("", mapEnv(map[string]string{"FAK_TOKEN_FILE": empty}), dir)
-	if err == nil || !strings.Contains(err.Error(), "is empty") {
-		t.Errorf("empty FAK_TOKEN_FILE: err = %v", err)
-	}
-	// An unreadable dev token (here: a directory) is an error, not "no token".
-	if err := os.MkdirAll(filepath.Join(dir, devTokenPath), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := resolveToken("", mapEnv(nil), dir); err == nil {
-		t.Error("unreadable dev token: want an error")
+	var ue *usageError
+	if _, err := resolveAddr("", mapEnv(map[string]string{"FAK_ADDR": "ftp://x"})); !errors.As(err, &ue) {
+		t.Errorf("bad FAK_ADDR: err = %v, want a usage error", err)
 	}
 }
 
