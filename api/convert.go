@@ -31,6 +31,7 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		ParentSession: s.ParentSession, ForkAddress: s.ForkAddress, BoundarySource: s.BoundarySource,
 		ResetSeq: s.ResetSeq,
 		Move:     moveToAPI(s.SessionId, s.Move), MovesCompleted: s.MovesCompleted,
+		RecoverManual: s.RecoverManual, Stranded: s.Stranded, StrandedNode: s.StrandedNode,
 	}
 }
 

@@ -218,5 +218,6 @@ func policyFromAPI(p *fakv1.Policy, def *fakv1.Policy) *fsmpb.Policy {
 		ContextCap: pick(p.GetContextCap(), def.GetContextCap()),
 		Priority:   pickS(p.GetPriority(), def.GetPriority()), Pace: pickS(p.GetPace(), def.GetPace()),
 		QaEnvelope: pickS(p.GetQaEnvelope(), def.GetQaEnvelope()),
+		Recover:    pickS(p.GetRecover(), def.GetRecover()),
 	}
 }

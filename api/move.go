@@ -12,6 +12,7 @@ import (
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
@@ -83,7 +84,7 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 			res, err := h.s.apply(ctx, &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{
 				SessionId: m.SessionId, MoveId: moveID, Target: target,
 				SafePointTimeoutNanos: int64(timeout), AcceptDegradation: m.AcceptDegradation,
-				Cause: fsm.MoveCauseOperator,
+				Cause: h.s.moveCause(m.SessionId),
 			}}})
 			if err != nil {
 				return nil, err
@@ -105,6 +106,30 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 		return nil, toConnectError(err)
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// moveCause is the cause of an operator's move of a session: recovery
+// (a checkpoint at the last committed address, no safe point) when the
+// session's compute node is dead in gossip, so a stranded session can be
+// moved by hand; operator otherwise.
+func (s *Server) moveCause(sessionID string) string {
+	ses, err := s.fsm.Session(sessionID)
+	if err != nil {
+		return fsm.MoveCauseOperator
+	}
+	if sourceDead(ses.GetPlacement().GetNode(), s.gossipStatus()) {
+		return fsm.MoveCauseRecovery
+	}
+	return fsm.MoveCauseOperator
+}
+
+// sourceDead: gossip knows node and says it is dead or has left.
+func sourceDead(node string, status map[string]string) bool {
+	switch status[node] {
+	case cluster.StatusDead, cluster.StatusLeft:
+		return true
+	}
+	return false
 }
 
 // requireNode refuses, on the leader, a move to a node without a node

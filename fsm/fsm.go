@@ -276,6 +276,8 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.moveCutover(c, body.MoveCutover)
 	case *fsmpb.Command_MoveFail:
 		r, err = a.moveFail(c, body.MoveFail)
+	case *fsmpb.Command_MarkStranded:
+		r, err = a.markStranded(c, body.MarkStranded)
 	default:
 		err = errorf(ReasonInvalidArgument, "unknown command")
 	}

@@ -245,6 +245,17 @@ func (g *mixGen) digest(id string, seq uint64) string {
 	return JournalDigest(evs)
 }
 
+// strandCommand marks or unmarks s as stranded on its node (sometimes
+// naming another node: INVALID_ARGUMENT when marking; BUSY while a move
+// is open, a no-op when already so).
+func (g *mixGen) strandCommand(s *fsmpb.Session) *fsmpb.Command {
+	node := s.GetPlacement().GetNode()
+	if node == "" || g.mpick(6) == 0 {
+		node = mixNodes[g.mpick(len(mixNodes))]
+	}
+	return markStranded(s.SessionId, node, g.mpick(3) != 0)
+}
+
 // moveCommand draws a move command on session s: with no move open, mostly
 // a new request (sometimes an invalid one, a retry of the last, or a step
 // or failure of a move that is over); with one open, mostly its next step
@@ -462,6 +473,8 @@ func mixLog(t *testing.T, seed uint64, n int) *mixGen {
 			cmds = slices.Insert(cmds, g.mpick(len(cmds)+1), g.withRequestID(g.nodeCommand(), g.mpick))
 		case 1, 2, 3, 4, 5, 6, 7:
 			cmds = slices.Insert(cmds, g.mpick(len(cmds)+1), g.withRequestID(g.moveCommand(g.target(g.mpick)), g.mpick))
+		case 8:
+			cmds = slices.Insert(cmds, g.mpick(len(cmds)+1), g.withRequestID(g.strandCommand(g.target(g.mpick)), g.mpick))
 		}
 		g.add(cmds...)
 	}
@@ -563,6 +576,8 @@ func mixCoverage(t *testing.T, g *mixGen) {
 				name = "register"
 			case *fsmpb.Command_SetDraining:
 				name = "drain"
+			case *fsmpb.Command_MarkStranded:
+				name = "strand"
 			default:
 				continue
 			}
@@ -582,6 +597,7 @@ func mixCoverage(t *testing.T, g *mixGen) {
 		"cutover ", "cutover MOVE_STATE",
 		"fail ", "fail no-op", "fail MOVE_STATE",
 		"register ", "register INVALID_ARGUMENT", "drain ", "drain no-op", "drain NOT_FOUND",
+		"strand ", "strand no-op", "strand INVALID_ARGUMENT",
 	} {
 		if moveOutcomes[outcome] == 0 {
 			t.Errorf("mix never produced the outcome %q", outcome)

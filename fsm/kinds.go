@@ -24,6 +24,7 @@ const (
 	KindBudgetCharged    = "budget.charged"
 	KindBudgetExhausted  = "budget.exhausted"
 	KindSessionForked    = "session.forked"
+	KindSessionStranded  = "session.stranded"
 
 	KindMoveRequested    = "move.requested"
 	KindMoveCheckpointed = "move.checkpointed"
@@ -62,6 +63,7 @@ var systemKinds = map[string]bool{
 	KindBudgetCharged:    true,
 	KindBudgetExhausted:  true,
 	KindSessionForked:    true,
+	KindSessionStranded:  true,
 	KindMoveRequested:    true,
 	KindMoveCheckpointed: true,
 	KindMoveAdmitted:     true,

@@ -194,6 +194,7 @@ func (a *applier) childOf(c *fsmpb.Command, s *fsmpb.Session, id, source, provid
 		EnvelopeId: s.EnvelopeId, ContextCap: s.ContextCap,
 		Provider: provider, ProviderSessionId: providerSessionID,
 		ParentSession: s.SessionId, ForkAddress: at, BoundarySource: source,
+		RecoverManual: s.RecoverManual,
 	}
 	if child.Provider == "" {
 		child.Provider = s.Provider

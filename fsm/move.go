@@ -274,6 +274,7 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 		return nil, errorf(ReasonStaleEpoch, "restored epoch %d is not above the current epoch %d", m.NewEpoch, s.Epoch)
 	}
 	from := s.Placement.GetNode()
+	a.unstrandAtCutover(c, s)
 	s.Epoch = m.NewEpoch
 	s.Placement = proto.Clone(m.Admitted).(*fsmpb.Placement)
 	s.Provider = s.Placement.Provider

@@ -57,6 +57,12 @@ func moveFail(id, moveID, reason string, unsafe bool) *fsmpb.Command {
 	}}}
 }
 
+func markStranded(id, node string, stranded bool) *fsmpb.Command {
+	return &fsmpb.Command{Body: &fsmpb.Command_MarkStranded{MarkStranded: &fsmpb.MarkStranded{
+		SessionId: id, Node: node, Stranded: stranded,
+	}}}
+}
+
 func registerNode(n *fsmpb.NodeRecord) *fsmpb.Command {
 	return &fsmpb.Command{Body: &fsmpb.Command_RegisterNode{RegisterNode: &fsmpb.RegisterNode{Node: n}}}
 }

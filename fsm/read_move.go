@@ -25,7 +25,7 @@ func (f *FSM) Nodes() ([]*fsmpb.NodeRecord, error) {
 
 // PlacementScan returns, in one pass over the sessions: how many active
 // sessions each node hosts, the sessions with an open move, and the active
-// sessions hosted by the nodes in `on`.
+// sessions hosted by the nodes in `on` or marked stranded.
 func (f *FSM) PlacementScan(on map[string]bool) (load map[string]int, moving []*fsmpb.Session, hosted []*fsmpb.Session, err error) {
 	load = map[string]int{}
 	err = f.view(func(tx *bolt.Tx) error {
@@ -42,7 +42,7 @@ func (f *FSM) PlacementScan(on map[string]bool) (load map[string]int, moving []*
 			if MoveOpen(s.Move) {
 				moving = append(moving, s)
 			}
-			if on[node] {
+			if on[node] || s.Stranded {
 				hosted = append(hosted, s)
 			}
 			return nil

@@ -106,6 +106,9 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	if err := validPlacement(placement); err != nil {
 		return nil, err
 	}
+	if err := validRecover(cmd.Policy.GetRecover()); err != nil {
+		return nil, err
+	}
 	s := &fsmpb.Session{
 		SessionId:       cmd.SessionId,
 		Title:           cmd.Title,
@@ -118,6 +121,7 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 		EnvelopeId:      cmd.SessionId,
 		ContextCap:      cmd.Policy.GetContextCap(),
 		Provider:        placement.Provider,
+		RecoverManual:   cmd.Policy.GetRecover() == RecoverManual,
 	}
 	a.newEnvelope(c, s.EnvelopeId, cmd.Policy)
 	a.putEvents(

@@ -43,7 +43,9 @@ import (
 // has each of its active sessions moved (cause recovery, no safe point:
 // the checkpoint is the last committed address, and the epoch bump fences
 // the lost node); a draining node has its sessions moved away one at a
-// time (cause drain). A session whose recovery or drain move failed is
+// time (cause drain). A session whose policy says recover=manual is not
+// moved by recovery: it is marked stranded (MarkStranded) for an operator
+// to move by hand, and unmarked when its node is alive again. A session whose recovery or drain move failed is
 // tried again after moveRetryPause, and only when some node would admit it.
 const (
 	// DefaultRecoverAfter: how long a node must be dead in gossip before
@@ -175,13 +177,22 @@ func (mv *mover) pass(ctx context.Context) (cost time.Duration) {
 			steps = append(steps, st)
 		}
 	}
-	// Recovery and drain open new moves.
+	// Recovery and drain open new moves; recover=manual sessions are
+	// marked stranded instead, and unmarked when their node is back.
 	for _, s := range hosted {
 		node := s.GetPlacement().GetNode()
 		if fsm.MoveOpen(s.Move) {
 			continue
 		}
 		switch {
+		case s.Stranded && !recovering[node]:
+			if views[node].status == cluster.StatusAlive || node != s.StrandedNode {
+				steps = append(steps, mv.strand(s, s.StrandedNode, false))
+			}
+		case recovering[node] && s.RecoverManual:
+			if !s.Stranded {
+				steps = append(steps, mv.strand(s, node, true))
+			}
 		case recovering[node]:
 			if mv.retryPaused(now, s, fsm.MoveCauseRecovery) || !mv.admissible(s, views, recs, load, stuck) {
 				continue
@@ -245,7 +256,7 @@ func (mv *mover) apply(ctx context.Context, st *step) {
 		}
 	case !errors.As(err, &fe):
 		mv.n.logger.Debug("move controller: step not committed", "session", st.s.SessionId, "step", st.name, "error", err)
-	case fe.Reason == fsm.ReasonMoveState || st.name == "fail" || st.name == "request":
+	case fe.Reason == fsm.ReasonMoveState || st.name == "fail" || st.name == "request" || st.name == "strand":
 		// The move moved on or ended meanwhile (the next pass sees it), or
 		// a new move was refused (BUSY: another move opened first).
 		mv.n.logger.Debug("move controller: step refused", "session", st.s.SessionId, "step", st.name, "error", err)
@@ -335,6 +346,22 @@ func (mv *mover) open(s *fsmpb.Session, cause string) *step {
 		done: func() {
 			mv.n.logger.Info("move controller: move requested", "session", s.SessionId, "move", moveID, "cause", cause,
 				"from", s.GetPlacement().GetNode())
+		}}
+}
+
+// strand plans marking (or unmarking) a recover=manual session of a dead
+// node as stranded. Marking twice is a no-op in the FSM.
+func (mv *mover) strand(s *fsmpb.Session, node string, stranded bool) *step {
+	return &step{s: s, name: "strand",
+		cmd: &fsmpb.Command{Body: &fsmpb.Command_MarkStranded{MarkStranded: &fsmpb.MarkStranded{
+			SessionId: s.SessionId, Node: node, Stranded: stranded,
+		}}},
+		done: func() {
+			if stranded {
+				mv.n.logger.Warn("move controller: session stranded (recover=manual); move it by hand", "session", s.SessionId, "node", node)
+			} else {
+				mv.n.logger.Info("move controller: session no longer stranded", "session", s.SessionId, "node", node)
+			}
 		}}
 }
 

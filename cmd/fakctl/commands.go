@@ -58,7 +58,7 @@ var commands = []*command{
 		noun: "session", verb: "create",
 		flags: "--title T [--objective O] [--node NAME] [--adapter NAME] [--model M] [--provider P] [--account-ref NAME] " +
 			"[--max-turns N] [--max-output-tokens N] [--max-queries N] [--max-spend AMOUNT] [--max-tool-calls N] " +
-			"[--context-cap TOKENS] [--priority P] [--pace P] [--qa-envelope E] [--request-id R]",
+			"[--context-cap TOKENS] [--priority P] [--pace P] [--qa-envelope E] [--recover auto|manual] [--request-id R]",
 		synopsis: "Create a session",
 		help: "Creates a session and prints its ID. Retrying with the same --request-id returns the same session.\n\n" +
 			"  The first execution epoch is placed on --node (default: the node at --addr), whose runner runs the agent " +

@@ -111,6 +111,14 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		[2]string{"Epoch", formatUint(s.GetEpoch())},
 		[2]string{"Placement", formatPlacement(s.GetPlacement())},
 		[2]string{"Compute node", compute},
+	)
+	if stranded := formatStranded(s); stranded != "" {
+		fields = append(fields, [2]string{"Stranded", stranded})
+	}
+	if s.GetRecoverManual() {
+		fields = append(fields, [2]string{"Recover", "manual (a dead compute node's recovery marks the session stranded instead of moving it)"})
+	}
+	fields = append(fields,
 		[2]string{"Head", formatHead(s)},
 		[2]string{"Turns completed", formatUint(s.GetTurnsCompleted())},
 		[2]string{"Queued inputs", formatSeqs(pending.GetQueuedInputs())},
@@ -129,6 +137,20 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
 		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
 	)
+}
+
+// formatStranded renders a stranded session's mark with what to do about
+// it: "yes (compute node n1 is dead; move it by hand: fakctl session move
+// ID --to NODE)"; "" when the session is not stranded.
+func formatStranded(s *fakv1.Session) string {
+	if !s.GetStranded() || s.GetState() != fakv1.SessionState_SESSION_STATE_ACTIVE {
+		return ""
+	}
+	node := s.GetStrandedNode()
+	if node == "" {
+		node = s.GetPlacement().GetNode()
+	}
+	return fmt.Sprintf("yes (compute node %s is dead; move it by hand: fakctl session move %s --to NODE)", node, s.GetSessionId())
 }
 
 // formatProvider renders the provider binding: "claude, provider session

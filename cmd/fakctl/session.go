@@ -92,12 +92,13 @@ func policyFlags(fs *flag.FlagSet) func() *fakv1.Policy {
 	priority := fs.String("priority", "", "scheduling `PRIORITY`, carried across boundaries")
 	pace := fs.String("pace", "", "`PACE` of the lineage, carried across boundaries")
 	qa := fs.String("qa-envelope", "", "QA `ENVELOPE` name, carried across boundaries")
+	recoverMode := fs.String("recover", "", "what happens when the compute node dies: `MODE` auto (recovered on an admitted node; the default) or manual (marked stranded, moved by hand)")
 	return func() *fakv1.Policy {
 		p := &fakv1.Policy{
 			Limits: &fakv1.Budget{
 				Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools,
 			},
-			ContextCap: *contextCap, Priority: *priority, Pace: *pace, QaEnvelope: *qa,
+			ContextCap: *contextCap, Priority: *priority, Pace: *pace, QaEnvelope: *qa, Recover: *recoverMode,
 		}
 		if proto.Equal(p, &fakv1.Policy{Limits: &fakv1.Budget{}}) {
 			return nil
@@ -120,13 +121,23 @@ func sessionListCommand(fs *flag.FlagSet) runFunc {
 		rows := make([][]string, 0, len(sessions))
 		for _, s := range sessions {
 			rows = append(rows, []string{
-				s.GetSessionId(), s.GetTitle(), formatSessionState(s.GetState()),
+				s.GetSessionId(), s.GetTitle(), formatListState(s),
 				formatUint(s.GetEpoch()), s.GetPlacement().GetNode(), leaseHolder(s.GetLease(), now),
 				formatUint(s.GetHeadSeq()), formatTime(s.GetCreatedUnixNano()),
 			})
 		}
 		return writeTable(c.stdout, []string{"ID", "TITLE", "STATE", "EPOCH", "NODE", "LEASE", "HEAD", "CREATED"}, rows)
 	}
+}
+
+// formatListState is the STATE column: "active", "stopped", or
+// "active STRANDED" for a session waiting for an operator's move off its
+// dead compute node.
+func formatListState(s *fakv1.Session) string {
+	if formatStranded(s) != "" {
+		return formatSessionState(s.GetState()) + " STRANDED"
+	}
+	return formatSessionState(s.GetState())
 }
 
 // listAllSessions follows next_page_token until the last page.

@@ -114,6 +114,7 @@ type Command struct {
 	//	*Command_MoveRestore
 	//	*Command_MoveCutover
 	//	*Command_MoveFail
+	//	*Command_MarkStranded
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -422,6 +423,15 @@ func (x *Command) GetMoveFail() *MoveFail {
 	return nil
 }
 
+func (x *Command) GetMarkStranded() *MarkStranded {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MarkStranded); ok {
+			return x.MarkStranded
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -538,6 +548,10 @@ type Command_MoveFail struct {
 	MoveFail *MoveFail `protobuf:"bytes,37,opt,name=move_fail,json=moveFail,proto3,oneof"`
 }
 
+type Command_MarkStranded struct {
+	MarkStranded *MarkStranded `protobuf:"bytes,38,opt,name=mark_stranded,json=markStranded,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -593,6 +607,8 @@ func (*Command_MoveRestore) isCommand_Body() {}
 func (*Command_MoveCutover) isCommand_Body() {}
 
 func (*Command_MoveFail) isCommand_Body() {}
+
+func (*Command_MarkStranded) isCommand_Body() {}
 
 // NodeRecord is what a node offers to host execution epochs (DESIGN.md §8).
 type NodeRecord struct {
@@ -961,6 +977,69 @@ func (x *RequestMove) GetCause() string {
 	return ""
 }
 
+// MarkStranded marks (stranded=true) or unmarks a recover=manual session
+// whose compute node is dead in gossip; each change journals a
+// session.stranded event.
+type MarkStranded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Stranded      bool                   `protobuf:"varint,3,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkStranded) Reset() {
+	*x = MarkStranded{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkStranded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkStranded) ProtoMessage() {}
+
+func (x *MarkStranded) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkStranded.ProtoReflect.Descriptor instead.
+func (*MarkStranded) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MarkStranded) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MarkStranded) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *MarkStranded) GetStranded() bool {
+	if x != nil {
+		return x.Stranded
+	}
+	return false
+}
+
 // MoveCheckpoint: SAFE_POINT_REQUESTED -> CHECKPOINTED.
 type MoveCheckpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -975,7 +1054,7 @@ type MoveCheckpoint struct {
 
 func (x *MoveCheckpoint) Reset() {
 	*x = MoveCheckpoint{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1066,7 @@ func (x *MoveCheckpoint) String() string {
 func (*MoveCheckpoint) ProtoMessage() {}
 
 func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1079,7 @@ func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCheckpoint.ProtoReflect.Descriptor instead.
 func (*MoveCheckpoint) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MoveCheckpoint) GetSessionId() string {
@@ -1052,7 +1131,7 @@ type MoveAdmit struct {
 
 func (x *MoveAdmit) Reset() {
 	*x = MoveAdmit{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1143,7 @@ func (x *MoveAdmit) String() string {
 func (*MoveAdmit) ProtoMessage() {}
 
 func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1156,7 @@ func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveAdmit.ProtoReflect.Descriptor instead.
 func (*MoveAdmit) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MoveAdmit) GetSessionId() string {
@@ -1129,7 +1208,7 @@ type MoveRestore struct {
 
 func (x *MoveRestore) Reset() {
 	*x = MoveRestore{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1220,7 @@ func (x *MoveRestore) String() string {
 func (*MoveRestore) ProtoMessage() {}
 
 func (x *MoveRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1233,7 @@ func (x *MoveRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRestore.ProtoReflect.Descriptor instead.
 func (*MoveRestore) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MoveRestore) GetSessionId() string {
@@ -1196,7 +1275,7 @@ type MoveCutover struct {
 
 func (x *MoveCutover) Reset() {
 	*x = MoveCutover{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1287,7 @@ func (x *MoveCutover) String() string {
 func (*MoveCutover) ProtoMessage() {}
 
 func (x *MoveCutover) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1300,7 @@ func (x *MoveCutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
 func (*MoveCutover) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MoveCutover) GetSessionId() string {
@@ -1252,7 +1331,7 @@ type MoveFail struct {
 
 func (x *MoveFail) Reset() {
 	*x = MoveFail{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1343,7 @@ func (x *MoveFail) String() string {
 func (*MoveFail) ProtoMessage() {}
 
 func (x *MoveFail) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1356,7 @@ func (x *MoveFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
 func (*MoveFail) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MoveFail) GetSessionId() string {
@@ -1337,7 +1416,7 @@ type Move struct {
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1428,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1441,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Move) GetMoveId() string {
@@ -1503,7 +1582,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1594,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1607,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -1555,7 +1634,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1646,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1659,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -1632,7 +1711,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1723,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1736,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -1697,19 +1776,23 @@ func (x *Budget) GetToolCalls() uint64 {
 
 // Policy is chosen at CreateSession (node defaults fill gaps).
 type Policy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Limits        *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
-	ContextCap    uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"` // context tokens per logical session; 0 = unlimited
-	Priority      string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Pace          string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
-	QaEnvelope    string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Limits     *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	ContextCap uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"` // context tokens per logical session; 0 = unlimited
+	Priority   string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace       string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	// What happens to the session when its compute node dies: "auto" (or
+	// empty) moves it by the recovery machinery; "manual" marks it stranded
+	// for an operator to move by hand.
+	Recover       string `protobuf:"bytes,6,opt,name=recover,proto3" json:"recover,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1804,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1817,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -1772,6 +1855,13 @@ func (x *Policy) GetQaEnvelope() string {
 	return ""
 }
 
+func (x *Policy) GetRecover() string {
+	if x != nil {
+		return x.Recover
+	}
+	return ""
+}
+
 // Envelope is the budget shared by a session lineage: every boundary
 // (clear, new, fork, reset, fresh) keeps it, so no reset launders quota.
 type Envelope struct {
@@ -1792,7 +1882,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1894,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1907,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -1904,7 +1994,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2006,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2019,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -1972,7 +2062,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2074,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2087,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -2026,7 +2116,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2128,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2141,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -2086,7 +2176,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2188,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2201,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -2163,7 +2253,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2265,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2278,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -2231,7 +2321,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2333,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2346,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -2297,7 +2387,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2399,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2412,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -2374,7 +2464,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2476,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2489,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -2457,7 +2547,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2559,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2572,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -2548,7 +2638,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2650,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2663,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -2625,7 +2715,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2727,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2740,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -2704,7 +2794,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2716,7 +2806,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2729,7 +2819,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -2793,7 +2883,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2895,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2908,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -2855,7 +2945,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2957,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +2970,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -2916,7 +3006,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2928,7 +3018,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2941,7 +3031,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -2983,7 +3073,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3085,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3098,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -3046,7 +3136,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3148,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3161,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -3108,7 +3198,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3210,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3223,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -3178,7 +3268,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3280,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3293,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -3255,7 +3345,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3357,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3370,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -3317,7 +3407,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3419,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3432,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -3377,7 +3467,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3479,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3492,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EventInput) GetKind() string {
@@ -3436,7 +3526,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3538,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3551,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -3501,7 +3591,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3603,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3616,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Result) GetError() *Error {
@@ -3658,7 +3748,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3670,7 +3760,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3683,7 +3773,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Error) GetReason() string {
@@ -3718,7 +3808,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3730,7 +3820,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3743,7 +3833,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -3817,14 +3907,21 @@ type Session struct {
 	// The highest epoch number ever issued for this session (a restore that
 	// never cut over still used its number), so no number is reused and a
 	// stale runner holding it stays fenced.
-	MaxEpoch      uint64 `protobuf:"varint,31,opt,name=max_epoch,json=maxEpoch,proto3" json:"max_epoch,omitempty"`
+	MaxEpoch uint64 `protobuf:"varint,31,opt,name=max_epoch,json=maxEpoch,proto3" json:"max_epoch,omitempty"`
+	// Policy recover=manual: a dead node's recovery marks the session
+	// stranded instead of moving it. Inherited by clear/new/fork children.
+	RecoverManual bool `protobuf:"varint,32,opt,name=recover_manual,json=recoverManual,proto3" json:"recover_manual,omitempty"`
+	// Stranded: its compute node (stranded_node) is dead and it waits for an
+	// operator's move. Cleared when the node is alive again or at a cutover.
+	Stranded      bool   `protobuf:"varint,33,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	StrandedNode  string `protobuf:"bytes,34,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3836,7 +3933,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3849,7 +3946,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4069,6 +4166,27 @@ func (x *Session) GetMaxEpoch() uint64 {
 	return 0
 }
 
+func (x *Session) GetRecoverManual() bool {
+	if x != nil {
+		return x.RecoverManual
+	}
+	return false
+}
+
+func (x *Session) GetStranded() bool {
+	if x != nil {
+		return x.Stranded
+	}
+	return false
+}
+
+func (x *Session) GetStrandedNode() string {
+	if x != nil {
+		return x.StrandedNode
+	}
+	return ""
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
@@ -4082,7 +4200,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4212,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4225,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -4158,7 +4276,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4288,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4301,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -4239,7 +4357,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4369,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4382,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -4346,7 +4464,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4476,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4489,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Event) GetSessionId() string {
@@ -4435,7 +4553,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4565,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4578,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -4485,7 +4603,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4497,7 +4615,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4510,7 +4628,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Boundary) GetAction() string {
@@ -4546,7 +4664,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xbc\x0e\n" +
+	"fak.fsm.v1\"\xfd\x0e\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -4584,7 +4702,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"move_admit\x18\" \x01(\v2\x15.fak.fsm.v1.MoveAdmitH\x00R\tmoveAdmit\x12<\n" +
 	"\fmove_restore\x18# \x01(\v2\x17.fak.fsm.v1.MoveRestoreH\x00R\vmoveRestore\x12<\n" +
 	"\fmove_cutover\x18$ \x01(\v2\x17.fak.fsm.v1.MoveCutoverH\x00R\vmoveCutover\x123\n" +
-	"\tmove_fail\x18% \x01(\v2\x14.fak.fsm.v1.MoveFailH\x00R\bmoveFailB\x06\n" +
+	"\tmove_fail\x18% \x01(\v2\x14.fak.fsm.v1.MoveFailH\x00R\bmoveFail\x12?\n" +
+	"\rmark_stranded\x18& \x01(\v2\x18.fak.fsm.v1.MarkStrandedH\x00R\fmarkStrandedB\x06\n" +
 	"\x04body\"\xeb\x02\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
@@ -4615,7 +4734,12 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06target\x18\x03 \x01(\v2\x15.fak.fsm.v1.PlacementR\x06target\x127\n" +
 	"\x18safe_point_timeout_nanos\x18\x04 \x01(\x03R\x15safePointTimeoutNanos\x12-\n" +
 	"\x12accept_degradation\x18\x05 \x01(\bR\x11acceptDegradation\x12\x14\n" +
-	"\x05cause\x18\x06 \x01(\tR\x05cause\"\xaa\x01\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\"]\n" +
+	"\fMarkStranded\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1a\n" +
+	"\bstranded\x18\x03 \x01(\bR\bstranded\"\xaa\x01\n" +
 	"\x0eMoveCheckpoint\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -4682,7 +4806,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
 	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xa6\x01\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xc0\x01\n" +
 	"\x06Policy\x12*\n" +
 	"\x06limits\x18\x01 \x01(\v2\x12.fak.fsm.v1.BudgetR\x06limits\x12\x1f\n" +
 	"\vcontext_cap\x18\x02 \x01(\x04R\n" +
@@ -4690,7 +4814,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\bpriority\x18\x03 \x01(\tR\bpriority\x12\x12\n" +
 	"\x04pace\x18\x04 \x01(\tR\x04pace\x12\x1f\n" +
 	"\vqa_envelope\x18\x05 \x01(\tR\n" +
-	"qaEnvelope\"\xe7\x02\n" +
+	"qaEnvelope\x12\x18\n" +
+	"\arecover\x18\x06 \x01(\tR\arecover\"\xe7\x02\n" +
 	"\bEnvelope\x12\x1f\n" +
 	"\venvelope_id\x18\x01 \x01(\tR\n" +
 	"envelopeId\x12*\n" +
@@ -4862,7 +4987,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\x89\t\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xf1\t\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -4899,7 +5024,10 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06resets\x18\x1c \x01(\x04R\x06resets\x12$\n" +
 	"\x04move\x18\x1d \x01(\v2\x10.fak.fsm.v1.MoveR\x04move\x12'\n" +
 	"\x0fmoves_completed\x18\x1e \x01(\x04R\x0emovesCompleted\x12\x1b\n" +
-	"\tmax_epoch\x18\x1f \x01(\x04R\bmaxEpoch\"\xc2\x01\n" +
+	"\tmax_epoch\x18\x1f \x01(\x04R\bmaxEpoch\x12%\n" +
+	"\x0erecover_manual\x18  \x01(\bR\rrecoverManual\x12\x1a\n" +
+	"\bstranded\x18! \x01(\bR\bstranded\x12#\n" +
+	"\rstranded_node\x18\" \x01(\tR\fstrandedNode\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -4964,7 +5092,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -4973,114 +5101,116 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*RegisterNode)(nil),         // 4: fak.fsm.v1.RegisterNode
 	(*SetDraining)(nil),          // 5: fak.fsm.v1.SetDraining
 	(*RequestMove)(nil),          // 6: fak.fsm.v1.RequestMove
-	(*MoveCheckpoint)(nil),       // 7: fak.fsm.v1.MoveCheckpoint
-	(*MoveAdmit)(nil),            // 8: fak.fsm.v1.MoveAdmit
-	(*MoveRestore)(nil),          // 9: fak.fsm.v1.MoveRestore
-	(*MoveCutover)(nil),          // 10: fak.fsm.v1.MoveCutover
-	(*MoveFail)(nil),             // 11: fak.fsm.v1.MoveFail
-	(*Move)(nil),                 // 12: fak.fsm.v1.Move
-	(*Batch)(nil),                // 13: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 14: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 15: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 16: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 17: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 18: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 19: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 20: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 21: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 22: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 23: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 24: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 25: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 26: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 27: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 28: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 29: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 30: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 31: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 32: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 33: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 34: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 35: fak.fsm.v1.SubmitInput
-	(*AnswerApproval)(nil),       // 36: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 37: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),         // 38: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 39: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 40: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 41: fak.fsm.v1.Result
-	(*Error)(nil),                // 42: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 43: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 44: fak.fsm.v1.Session
-	(*Lease)(nil),                // 45: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 46: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 47: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 48: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 49: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 50: fak.fsm.v1.Boundary
+	(*MarkStranded)(nil),         // 7: fak.fsm.v1.MarkStranded
+	(*MoveCheckpoint)(nil),       // 8: fak.fsm.v1.MoveCheckpoint
+	(*MoveAdmit)(nil),            // 9: fak.fsm.v1.MoveAdmit
+	(*MoveRestore)(nil),          // 10: fak.fsm.v1.MoveRestore
+	(*MoveCutover)(nil),          // 11: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 12: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 13: fak.fsm.v1.Move
+	(*Batch)(nil),                // 14: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 15: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 16: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 17: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 18: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 19: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 20: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 21: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 22: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 23: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 24: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 25: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 26: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 27: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 28: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 29: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 30: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 31: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 32: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 33: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 34: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 35: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 36: fak.fsm.v1.SubmitInput
+	(*AnswerApproval)(nil),       // 37: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 38: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),         // 39: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 40: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 41: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 42: fak.fsm.v1.Result
+	(*Error)(nil),                // 43: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 44: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 45: fak.fsm.v1.Session
+	(*Lease)(nil),                // 46: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 47: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 48: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 49: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 50: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 51: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	14, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	38, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	40, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	29, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	30, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	31, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	32, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	33, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	34, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	35, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	36, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	37, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	18, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	19, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	20, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	21, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	22, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	23, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	24, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	25, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	15, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	39, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	41, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	30, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	31, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	32, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	33, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	34, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	35, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	36, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	37, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	38, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	19, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	20, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	21, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	22, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	23, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	24, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	25, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	26, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
 	4,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
 	5,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
 	6,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
-	7,  // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
-	8,  // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
-	9,  // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
-	10, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
-	11, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
-	3,  // 28: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	2,  // 29: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	28, // 30: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	28, // 31: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	28, // 32: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	28, // 33: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	1,  // 34: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	28, // 35: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	16, // 36: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	15, // 37: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	15, // 38: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	15, // 39: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	15, // 40: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	39, // 41: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	39, // 42: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	42, // 43: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	44, // 44: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	43, // 45: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	47, // 46: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	17, // 47: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	50, // 48: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	2,  // 49: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	0,  // 50: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	28, // 51: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	45, // 52: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	46, // 53: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	12, // 54: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	48, // 55: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	44, // 56: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	8,  // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
+	9,  // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
+	10, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
+	11, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	12, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	7,  // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
+	3,  // 29: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	2,  // 30: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	29, // 31: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	29, // 32: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	29, // 33: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	29, // 34: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	1,  // 35: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	29, // 36: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	17, // 37: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	16, // 38: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	16, // 39: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	16, // 40: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	16, // 41: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	40, // 42: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	40, // 43: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	43, // 44: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	45, // 45: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	44, // 46: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	48, // 47: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	18, // 48: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	51, // 49: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	2,  // 50: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	0,  // 51: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	29, // 52: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	46, // 53: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	47, // 54: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	13, // 55: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	49, // 56: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	45, // 57: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	58, // [58:58] is the sub-list for method output_type
+	58, // [58:58] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -5117,9 +5247,10 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_MoveRestore)(nil),
 		(*Command_MoveCutover)(nil),
 		(*Command_MoveFail)(nil),
+		(*Command_MarkStranded)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[37].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[40].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[38].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[41].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -5133,7 +5264,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -645,12 +645,15 @@ func (x *Budget) GetToolCalls() uint64 {
 
 // Policy is fixed at CreateSession; the node's defaults fill zero fields.
 type Policy struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Limits        *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
-	ContextCap    uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"`
-	Priority      string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
-	Pace          string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
-	QaEnvelope    string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Limits     *Budget                `protobuf:"bytes,1,opt,name=limits,proto3" json:"limits,omitempty"`
+	ContextCap uint64                 `protobuf:"varint,2,opt,name=context_cap,json=contextCap,proto3" json:"context_cap,omitempty"`
+	Priority   string                 `protobuf:"bytes,3,opt,name=priority,proto3" json:"priority,omitempty"`
+	Pace       string                 `protobuf:"bytes,4,opt,name=pace,proto3" json:"pace,omitempty"`
+	QaEnvelope string                 `protobuf:"bytes,5,opt,name=qa_envelope,json=qaEnvelope,proto3" json:"qa_envelope,omitempty"`
+	// When the session's compute node dies: "auto" (default) recovers it on
+	// an admitted node; "manual" marks it stranded for an operator's move.
+	Recover       string `protobuf:"bytes,6,opt,name=recover,proto3" json:"recover,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +719,13 @@ func (x *Policy) GetPace() string {
 func (x *Policy) GetQaEnvelope() string {
 	if x != nil {
 		return x.QaEnvelope
+	}
+	return ""
+}
+
+func (x *Policy) GetRecover() string {
+	if x != nil {
+		return x.Recover
 	}
 	return ""
 }
@@ -906,7 +916,7 @@ const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
 	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xa2\x01\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xbc\x01\n" +
 	"\x06Policy\x12&\n" +
 	"\x06limits\x18\x01 \x01(\v2\x0e.fak.v1.BudgetR\x06limits\x12\x1f\n" +
 	"\vcontext_cap\x18\x02 \x01(\x04R\n" +
@@ -914,7 +924,8 @@ const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\bpriority\x18\x03 \x01(\tR\bpriority\x12\x12\n" +
 	"\x04pace\x18\x04 \x01(\tR\x04pace\x12\x1f\n" +
 	"\vqa_envelope\x18\x05 \x01(\tR\n" +
-	"qaEnvelope\"\xf9\x02\n" +
+	"qaEnvelope\x12\x18\n" +
+	"\arecover\x18\x06 \x01(\tR\arecover\"\xf9\x02\n" +
 	"\bEnvelope\x12\x1f\n" +
 	"\venvelope_id\x18\x01 \x01(\tR\n" +
 	"envelopeId\x12&\n" +

@@ -157,8 +157,14 @@ type Session struct {
 	// The open move, or the last finished one.
 	Move           *Move  `protobuf:"bytes,24,opt,name=move,proto3" json:"move,omitempty"`
 	MovesCompleted uint64 `protobuf:"varint,25,opt,name=moves_completed,json=movesCompleted,proto3" json:"moves_completed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Policy recover=manual.
+	RecoverManual bool `protobuf:"varint,26,opt,name=recover_manual,json=recoverManual,proto3" json:"recover_manual,omitempty"`
+	// Its compute node (stranded_node) is dead and recover=manual: it waits
+	// for an operator's MoveSession.
+	Stranded      bool   `protobuf:"varint,27,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	StrandedNode  string `protobuf:"bytes,28,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -364,6 +370,27 @@ func (x *Session) GetMovesCompleted() uint64 {
 		return x.MovesCompleted
 	}
 	return 0
+}
+
+func (x *Session) GetRecoverManual() bool {
+	if x != nil {
+		return x.RecoverManual
+	}
+	return false
+}
+
+func (x *Session) GetStranded() bool {
+	if x != nil {
+		return x.Stranded
+	}
+	return false
+}
+
+func (x *Session) GetStrandedNode() string {
+	if x != nil {
+		return x.StrandedNode
+	}
+	return ""
 }
 
 type Event struct {
@@ -1436,7 +1463,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\x9e\a\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\x86\b\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1467,7 +1494,10 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\x0fboundary_source\x18\x16 \x01(\tR\x0eboundarySource\x12\x1b\n" +
 	"\treset_seq\x18\x17 \x01(\x04R\bresetSeq\x12 \n" +
 	"\x04move\x18\x18 \x01(\v2\f.fak.v1.MoveR\x04move\x12'\n" +
-	"\x0fmoves_completed\x18\x19 \x01(\x04R\x0emovesCompleted\"\xb9\x01\n" +
+	"\x0fmoves_completed\x18\x19 \x01(\x04R\x0emovesCompleted\x12%\n" +
+	"\x0erecover_manual\x18\x1a \x01(\bR\rrecoverManual\x12\x1a\n" +
+	"\bstranded\x18\x1b \x01(\bR\bstranded\x12#\n" +
+	"\rstranded_node\x18\x1c \x01(\tR\fstrandedNode\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
