@@ -26,6 +26,13 @@ func TestCluster_BadInputIsRejectedAndNothingCommitted(t *testing.T) {
 	if _, err := appendText(ctxT(t, 5*time.Second), c, follower, id, "ok"); err != nil {
 		t.Fatal(err)
 	}
+	// The leader commits every node's record once after start (node
+	// records from gossip); let that settle, so the log index below moves
+	// only if bad input reaches the log.
+	c.WaitFor(10*time.Second, "the node records", func() bool {
+		nodes, err := leader.Running().FSM().Nodes()
+		return err == nil && len(nodes) == 3
+	})
 	c.WaitFor(5*time.Second, "followers to apply", func() bool {
 		return follower.Running().FSM().AppliedIndex() == leader.Running().Cluster().Raft().LastIndex()
 	})

@@ -207,12 +207,27 @@ func waitTurns(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
 	defer cancel()
+	settledLen, settled := -1, 0
 	for {
 		d, err := c.Sessions(n).DescribeSession(ctx, connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
 		if err == nil {
 			s := d.Msg.GetSession()
 			if s.GetTurnsCompleted() >= turns && s.GetPending().GetTurnInputSeq() == 0 && len(s.GetPending().GetQueuedInputs()) == 0 {
-				return journal(t, c, n, id)
+				// The runner charges a turn's output tokens just after
+				// turn.completed: return once that charge is in, or the
+				// journal has not moved for a second (a turn without output).
+				j := journal(t, c, n, id)
+				if len(j) > 0 && j[len(j)-1].GetKind() != "turn.completed" {
+					return j
+				}
+				if len(j) == settledLen {
+					settled++
+				} else {
+					settledLen, settled = len(j), 0
+				}
+				if settled >= 20 {
+					return j
+				}
 			}
 		}
 		select {
