@@ -19,6 +19,14 @@ CHAOS_MODE     ?= process
 # own so their fleets do not compete for the CPU with the cluster tests.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/chaos$$')
 
+# The compose fleet of deploy/: `docker compose` when the plugin exists,
+# else docker-compose; project "fak" (containers fak_n1_1 or fak-n1-1).
+COMPOSE       ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+FLEET         := $(COMPOSE) -p fak -f deploy/docker-compose.yml
+IMAGE         ?= fak:dev
+FLEET_TIMEOUT ?= 90
+
+.PHONY: image fleet-up fleet-down fleet-clean
 .PHONY: help build test test-chaos-short run chaos generate check-generate lint vet fmt-check buf-lint bench clean
 
 help:
@@ -31,6 +39,10 @@ help:
 	@echo "  check-generate  fail if the generated code is stale"
 	@echo "  lint            go vet, gofmt check and buf lint"
 	@echo "  bench           run the fsm and cluster benchmarks"
+	@echo "  image           build the FROM scratch image fak:dev (deploy/Dockerfile) around bin/"
+	@echo "  fleet-up        start the three-node compose fleet (deploy/), wait until every node is ready"
+	@echo "  fleet-down      stop and remove its containers and network (keeps the data volumes)"
+	@echo "  fleet-clean     fleet-down and remove the data volumes too"
 	@echo "  clean           remove bin/"
 
 build:
@@ -93,3 +105,28 @@ bench:
 
 clean:
 	rm -rf $(BIN) chaos-out
+
+# No base image and nothing pulled: the context is bin/, the static binaries.
+image: build
+	docker build -t $(IMAGE) -f deploy/Dockerfile $(BIN)
+
+# deploy/tokens (git-ignored) holds the fleet's API tokens; made once here.
+deploy/tokens:
+	@umask 077; od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > $@; echo >> $@
+	@echo "wrote a new API token to $@"
+
+fleet-up: image deploy/tokens
+	$(FLEET) up -d
+	@echo "waiting up to $(FLEET_TIMEOUT)s for n1 n2 n3 to be healthy (fak health --ready)"
+	@for i in $$(seq $(FLEET_TIMEOUT)); do \
+	    s=$$(for n in n1 n2 n3; do docker inspect -f '{{.State.Health.Status}}' $$($(FLEET) ps -q $$n); done | sort -u | tr '\n' ' '); \
+	    if [ "$$s" = "healthy " ]; then \
+	        echo "fleet ready: fakctl --addr http://127.0.0.1:7401 --token \"\$$(cat deploy/tokens)\" cluster status"; exit 0; fi; \
+	    sleep 1; \
+	done; $(FLEET) ps; echo "fleet not healthy after $(FLEET_TIMEOUT)s: $$s" >&2; exit 1
+
+fleet-down:
+	$(FLEET) down
+
+fleet-clean:
+	$(FLEET) down -v

@@ -20,6 +20,7 @@ Commands:
   guard   Run a coding agent bound to a fak session (fak guard -- claude)
   guard-sessionstart, guard-sessionend
           The provider hooks fak guard injects (hook JSON on stdin)
+  health  Check the node at --addr is alive, or ready with --ready (exit 0/1)
   version Print the version
 
 Run 'fak <command> -h' for the flags of a command.
@@ -59,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runGuardHook(guard.EventSessionStart, args[1:], stderr)
 	case "guard-sessionend":
 		return runGuardHook(guard.EventSessionEnd, args[1:], stderr)
+	case "health":
+		return runHealth(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "fak", version)
 		return 0
