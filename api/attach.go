@@ -24,11 +24,11 @@ const (
 
 func (h *sessionHandler) Attach(ctx context.Context, req *connect.Request[fakv1.AttachRequest]) (*connect.Response[fakv1.AttachResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.ClientKind == "" {
 		return nil, invalidArgument("session_id and client_kind are required")
 	}
-	id := newID("att_")
+	id := NewID("att_")
 	// The node the client attached through: this one, or the follower that
 	// forwarded the call here.
 	via := h.s.cfg.NodeName
@@ -62,7 +62,7 @@ func (h *sessionHandler) Attach(ctx context.Context, req *connect.Request[fakv1.
 
 func (h *sessionHandler) KeepAlive(ctx context.Context, req *connect.Request[fakv1.KeepAliveRequest]) (*connect.Response[fakv1.KeepAliveResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
@@ -82,7 +82,7 @@ func (h *sessionHandler) KeepAlive(ctx context.Context, req *connect.Request[fak
 
 func (h *sessionHandler) Detach(ctx context.Context, req *connect.Request[fakv1.DetachRequest]) (*connect.Response[fakv1.DetachResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
@@ -129,7 +129,7 @@ func (h *sessionHandler) Act(ctx context.Context, req *connect.Request[fakv1.Act
 
 func (h *sessionHandler) TakeLease(ctx context.Context, req *connect.Request[fakv1.TakeLeaseRequest]) (*connect.Response[fakv1.TakeLeaseResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
@@ -149,7 +149,7 @@ func (h *sessionHandler) TakeLease(ctx context.Context, req *connect.Request[fak
 
 func (h *sessionHandler) RenewLease(ctx context.Context, req *connect.Request[fakv1.RenewLeaseRequest]) (*connect.Response[fakv1.RenewLeaseResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
@@ -169,7 +169,7 @@ func (h *sessionHandler) RenewLease(ctx context.Context, req *connect.Request[fa
 
 func (h *sessionHandler) ReleaseLease(ctx context.Context, req *connect.Request[fakv1.ReleaseLeaseRequest]) (*connect.Response[fakv1.ReleaseLeaseResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
@@ -189,7 +189,7 @@ func (h *sessionHandler) ReleaseLease(ctx context.Context, req *connect.Request[
 
 func (h *sessionHandler) AnswerApproval(ctx context.Context, req *connect.Request[fakv1.AnswerApprovalRequest]) (*connect.Response[fakv1.AnswerApprovalResponse], error) {
 	m := req.Msg
-	reqID := newID("req_") // fixed before any retry, so a retried write is deduplicated
+	reqID := NewID("req_") // fixed before any retry, so a retried write is deduplicated
 	if m.SessionId == "" || m.AttachmentId == "" || m.ApprovalSeq == 0 {
 		return nil, invalidArgument("session_id, attachment_id and approval_seq are required")
 	}

@@ -36,15 +36,10 @@ func ledgerWrite[Req, Resp any](ctx context.Context, s *Server, req *connect.Req
 
 func (h *sessionHandler) FreshSession(ctx context.Context, req *connect.Request[fakv1.FreshSessionRequest]) (*connect.Response[fakv1.FreshSessionResponse], error) {
 	m := req.Msg
-	if err := h.s.stampRequestID(&m.RequestId); err != nil {
-		return nil, err
-	}
-	if m.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_FreshSession{FreshSession: &fsmpb.FreshSession{
-		SessionId: m.SessionId, ProviderSessionId: providerIDFor(m.RequestId)}}}
-	return ledgerWrite(ctx, h.s, req, m.SessionId, cmd,
+	return sessionLedger(ctx, h.s, req, &m.RequestId, m.SessionId, func(reqID string) *fsmpb.Command {
+		return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_FreshSession{FreshSession: &fsmpb.FreshSession{
+			SessionId: m.SessionId, ProviderSessionId: providerIDFor(reqID)}}}
+	},
 		func(b *fakv1.Boundary) *fakv1.FreshSessionResponse { return &fakv1.FreshSessionResponse{Boundary: b} },
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.FreshSessionRequest]) (*connect.Response[fakv1.FreshSessionResponse], error) {
 			return p.session.FreshSession(ctx, r)
@@ -53,15 +48,10 @@ func (h *sessionHandler) FreshSession(ctx context.Context, req *connect.Request[
 
 func (h *sessionHandler) ResetSession(ctx context.Context, req *connect.Request[fakv1.ResetSessionRequest]) (*connect.Response[fakv1.ResetSessionResponse], error) {
 	m := req.Msg
-	if err := h.s.stampRequestID(&m.RequestId); err != nil {
-		return nil, err
-	}
-	if m.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_ResetSession{ResetSession: &fsmpb.ResetSession{
-		SessionId: m.SessionId, ProviderSessionId: providerIDFor(m.RequestId)}}}
-	return ledgerWrite(ctx, h.s, req, m.SessionId, cmd,
+	return sessionLedger(ctx, h.s, req, &m.RequestId, m.SessionId, func(reqID string) *fsmpb.Command {
+		return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_ResetSession{ResetSession: &fsmpb.ResetSession{
+			SessionId: m.SessionId, ProviderSessionId: providerIDFor(reqID)}}}
+	},
 		func(b *fakv1.Boundary) *fakv1.ResetSessionResponse { return &fakv1.ResetSessionResponse{Boundary: b} },
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.ResetSessionRequest]) (*connect.Response[fakv1.ResetSessionResponse], error) {
 			return p.session.ResetSession(ctx, r)
@@ -70,15 +60,10 @@ func (h *sessionHandler) ResetSession(ctx context.Context, req *connect.Request[
 
 func (h *sessionHandler) ClearSession(ctx context.Context, req *connect.Request[fakv1.ClearSessionRequest]) (*connect.Response[fakv1.ClearSessionResponse], error) {
 	m := req.Msg
-	if err := h.s.stampRequestID(&m.RequestId); err != nil {
-		return nil, err
-	}
-	if m.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_ClearSession{ClearSession: &fsmpb.ClearSession{
-		SessionId: m.SessionId, Source: "clear", Reason: fsm.StopUserClear, ProviderSessionId: providerIDFor(m.RequestId)}}}
-	return ledgerWrite(ctx, h.s, req, m.SessionId, cmd,
+	return sessionLedger(ctx, h.s, req, &m.RequestId, m.SessionId, func(reqID string) *fsmpb.Command {
+		return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_ClearSession{ClearSession: &fsmpb.ClearSession{
+			SessionId: m.SessionId, Source: "clear", Reason: fsm.StopUserClear, ProviderSessionId: providerIDFor(reqID)}}}
+	},
 		func(b *fakv1.Boundary) *fakv1.ClearSessionResponse { return &fakv1.ClearSessionResponse{Boundary: b} },
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.ClearSessionRequest]) (*connect.Response[fakv1.ClearSessionResponse], error) {
 			return p.session.ClearSession(ctx, r)
@@ -87,15 +72,10 @@ func (h *sessionHandler) ClearSession(ctx context.Context, req *connect.Request[
 
 func (h *sessionHandler) NewSession(ctx context.Context, req *connect.Request[fakv1.NewSessionRequest]) (*connect.Response[fakv1.NewSessionResponse], error) {
 	m := req.Msg
-	if err := h.s.stampRequestID(&m.RequestId); err != nil {
-		return nil, err
-	}
-	if m.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_ClearSession{ClearSession: &fsmpb.ClearSession{
-		SessionId: m.SessionId, Source: "new", Reason: fsm.StopUserNew, ProviderSessionId: providerIDFor(m.RequestId)}}}
-	return ledgerWrite(ctx, h.s, req, m.SessionId, cmd,
+	return sessionLedger(ctx, h.s, req, &m.RequestId, m.SessionId, func(reqID string) *fsmpb.Command {
+		return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_ClearSession{ClearSession: &fsmpb.ClearSession{
+			SessionId: m.SessionId, Source: "new", Reason: fsm.StopUserNew, ProviderSessionId: providerIDFor(reqID)}}}
+	},
 		func(b *fakv1.Boundary) *fakv1.NewSessionResponse { return &fakv1.NewSessionResponse{Boundary: b} },
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.NewSessionRequest]) (*connect.Response[fakv1.NewSessionResponse], error) {
 			return p.session.NewSession(ctx, r)
@@ -104,21 +84,32 @@ func (h *sessionHandler) NewSession(ctx context.Context, req *connect.Request[fa
 
 func (h *sessionHandler) ForkSession(ctx context.Context, req *connect.Request[fakv1.ForkSessionRequest]) (*connect.Response[fakv1.ForkSessionResponse], error) {
 	m := req.Msg
-	if err := h.s.stampRequestID(&m.RequestId); err != nil {
-		return nil, err
-	}
-	if m.SessionId == "" {
-		return nil, invalidArgument("session_id is required")
-	}
-	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_ForkSession{ForkSession: &fsmpb.ForkSession{
-		SourceSessionId: m.SessionId, AtSeq: m.AtSeq,
-		ForkSessionId:     fsm.ChildSessionID(m.SessionId, m.RequestId),
-		ProviderSessionId: providerIDFor(m.RequestId)}}}
-	return ledgerWrite(ctx, h.s, req, m.SessionId, cmd,
+	return sessionLedger(ctx, h.s, req, &m.RequestId, m.SessionId, func(reqID string) *fsmpb.Command {
+		return &fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_ForkSession{ForkSession: &fsmpb.ForkSession{
+			SourceSessionId: m.SessionId, AtSeq: m.AtSeq,
+			ForkSessionId:     fsm.ChildSessionID(m.SessionId, reqID),
+			ProviderSessionId: providerIDFor(reqID)}}}
+	},
 		func(b *fakv1.Boundary) *fakv1.ForkSessionResponse { return &fakv1.ForkSessionResponse{Boundary: b} },
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.ForkSessionRequest]) (*connect.Response[fakv1.ForkSessionResponse], error) {
 			return p.session.ForkSession(ctx, r)
 		})
+}
+
+// sessionLedger runs one SessionService ledger operation: the request id
+// is stamped (and forwarded) before the command is built from it, so the
+// ids the command derives from it stay the same under retries.
+func sessionLedger[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req], requestID *string, sessionID string,
+	build func(requestID string) *fsmpb.Command, wrap func(*fakv1.Boundary) *Resp,
+	forward func(context.Context, *peerClients, *connect.Request[Req]) (*connect.Response[Resp], error),
+) (*connect.Response[Resp], error) {
+	if err := s.stampRequestID(requestID); err != nil {
+		return nil, err
+	}
+	if sessionID == "" {
+		return nil, invalidArgument("session_id is required")
+	}
+	return ledgerWrite(ctx, s, req, sessionID, build(*requestID), wrap, forward)
 }
 
 // providerIDFor derives the provider-facing id a user-initiated ledger

@@ -41,7 +41,7 @@ func moveIDFor(hdr http.Header) string {
 			return id
 		}
 	}
-	return newID(moveIDPrefix)
+	return NewID(moveIDPrefix)
 }
 
 func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[fakv1.MoveSessionRequest]) (*connect.Response[fakv1.MoveSessionResponse], error) {

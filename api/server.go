@@ -199,7 +199,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // or a fresh one drawn here, before any forwarding or retry.
 func (s *Server) stampRequestID(id *string) error {
 	if *id == "" {
-		*id = newID("req_")
+		*id = NewID("req_")
 		return nil
 	}
 	if len(*id) > fsm.MaxRequestIDBytes {

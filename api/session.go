@@ -47,7 +47,7 @@ func (h *sessionHandler) CreateSession(ctx context.Context, req *connect.Request
 	return write(ctx, h.s, req, "",
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{
-				SessionId: newID("ses_"), Title: m.Title, Objective: m.Objective,
+				SessionId: NewID("ses_"), Title: m.Title, Objective: m.Objective,
 				Placement: placementFromAPI(m.Placement),
 				Policy:    policyFromAPI(m.Policy, h.s.cfg.DefaultPolicy),
 			}}}

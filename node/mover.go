@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -338,7 +337,7 @@ func (mv *mover) retryPaused(now time.Time, s *fsmpb.Session, cause string) bool
 
 // open requests a recovery or drain move of s to wherever it is admitted.
 func (mv *mover) open(s *fsmpb.Session, cause string) *step {
-	moveID := newControllerID("mov_")
+	moveID := api.NewID("mov_")
 	return &step{s: s, name: "request", requestID: stepID(moveID, "request"),
 		cmd: &fsmpb.Command{Body: &fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{
 			SessionId: s.SessionId, MoveId: moveID, Target: &fsmpb.Placement{}, Cause: cause,
@@ -477,19 +476,6 @@ func (n *Node) applyMoveCommand(ctx context.Context, requestID string, cmd *fsmp
 func stepID(moveID, step string) string {
 	sum := sha256.Sum256([]byte(moveID + "\x00" + step))
 	return "mvctl_" + step + "_" + hex.EncodeToString(sum[:20])
-}
-
-// newControllerID draws an id: prefix, 12 hex digits of unix milliseconds,
-// 16 random hex digits (the API's id shape).
-func newControllerID(prefix string) string {
-	var b [14]byte
-	var ms [8]byte
-	binary.BigEndian.PutUint64(ms[:], uint64(time.Now().UnixMilli()))
-	copy(b[:6], ms[2:])
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic("crypto/rand: " + err.Error())
-	}
-	return prefix + hex.EncodeToString(b[:])
 }
 
 func truncateUTF8(s string, n int) string {

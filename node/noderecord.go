@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -122,7 +123,7 @@ func (n *Node) registerNodes(ctx context.Context, members []cluster.Member, recs
 		if old := have[m.Name]; old != nil && sameOffer(old, want) {
 			continue
 		}
-		err := n.applyMoveCommand(ctx, newControllerID("node_"), &fsmpb.Command{Body: &fsmpb.Command_RegisterNode{RegisterNode: &fsmpb.RegisterNode{Node: want}}})
+		err := n.applyMoveCommand(ctx, api.NewID("node_"), &fsmpb.Command{Body: &fsmpb.Command_RegisterNode{RegisterNode: &fsmpb.RegisterNode{Node: want}}})
 		if err != nil {
 			n.logger.Warn("registering node record", "node", m.Name, "error", err)
 			continue
