@@ -692,11 +692,480 @@ func (x *ReadIndexResponse) GetIndex() uint64 {
 	return 0
 }
 
+type OverviewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Linearizable (default) or stale (the serving node's replica).
+	Consistency ReadConsistency `protobuf:"varint,1,opt,name=consistency,proto3,enum=fak.v1.ReadConsistency" json:"consistency,omitempty"`
+	// Sessions per page (default 100, at most 1000) and the cursor of the
+	// next page (next_page_token of the previous answer).
+	PageSize  uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Include stopped sessions (default: active ones only).
+	IncludeStopped bool `protobuf:"varint,4,opt,name=include_stopped,json=includeStopped,proto3" json:"include_stopped,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *OverviewRequest) Reset() {
+	*x = OverviewRequest{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverviewRequest) ProtoMessage() {}
+
+func (x *OverviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverviewRequest.ProtoReflect.Descriptor instead.
+func (*OverviewRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OverviewRequest) GetConsistency() ReadConsistency {
+	if x != nil {
+		return x.Consistency
+	}
+	return ReadConsistency_READ_CONSISTENCY_UNSPECIFIED
+}
+
+func (x *OverviewRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *OverviewRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *OverviewRequest) GetIncludeStopped() bool {
+	if x != nil {
+		return x.IncludeStopped
+	}
+	return false
+}
+
+type OverviewNode struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ApiAddr string                 `protobuf:"bytes,2,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	// Gossip status seen by the serving node: alive, suspect, dead, left;
+	// "unknown" for a node record without a gossip member.
+	GossipStatus string `protobuf:"bytes,3,opt,name=gossip_status,json=gossipStatus,proto3" json:"gossip_status,omitempty"`
+	// leader, follower, candidate, nonvoter (a Raft peer that does not
+	// vote), none (not in the Raft configuration).
+	RaftRole string `protobuf:"bytes,4,opt,name=raft_role,json=raftRole,proto3" json:"raft_role,omitempty"`
+	Leader   bool   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The node's applied index and how far it trails the leader's commit
+	// index (0 when the node could not be asked: see error).
+	AppliedIndex   uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedLag     uint64 `protobuf:"varint,7,opt,name=applied_lag,json=appliedLag,proto3" json:"applied_lag,omitempty"`
+	SessionsHosted uint32 `protobuf:"varint,8,opt,name=sessions_hosted,json=sessionsHosted,proto3" json:"sessions_hosted,omitempty"`
+	// Most sessions placed on it (0: unlimited).
+	Capacity uint32   `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Draining bool     `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
+	Labels   []*Label `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty"`
+	Term     uint64   `protobuf:"varint,12,opt,name=term,proto3" json:"term,omitempty"`
+	// Set when the node's own status could not be read.
+	Error         string `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OverviewNode) Reset() {
+	*x = OverviewNode{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverviewNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverviewNode) ProtoMessage() {}
+
+func (x *OverviewNode) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverviewNode.ProtoReflect.Descriptor instead.
+func (*OverviewNode) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OverviewNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OverviewNode) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
+func (x *OverviewNode) GetGossipStatus() string {
+	if x != nil {
+		return x.GossipStatus
+	}
+	return ""
+}
+
+func (x *OverviewNode) GetRaftRole() string {
+	if x != nil {
+		return x.RaftRole
+	}
+	return ""
+}
+
+func (x *OverviewNode) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *OverviewNode) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *OverviewNode) GetAppliedLag() uint64 {
+	if x != nil {
+		return x.AppliedLag
+	}
+	return 0
+}
+
+func (x *OverviewNode) GetSessionsHosted() uint32 {
+	if x != nil {
+		return x.SessionsHosted
+	}
+	return 0
+}
+
+func (x *OverviewNode) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *OverviewNode) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *OverviewNode) GetLabels() []*Label {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *OverviewNode) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *OverviewNode) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type OverviewSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Title     string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	State     SessionState           `protobuf:"varint,3,opt,name=state,proto3,enum=fak.v1.SessionState" json:"state,omitempty"`
+	// Node hosting the current execution epoch.
+	Node  string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Attachment holding the input lease ("" when free) and its client label.
+	LeaseHolder      string `protobuf:"bytes,6,opt,name=lease_holder,json=leaseHolder,proto3" json:"lease_holder,omitempty"`
+	LeaseHolderLabel string `protobuf:"bytes,7,opt,name=lease_holder_label,json=leaseHolderLabel,proto3" json:"lease_holder_label,omitempty"`
+	// The open move (absent when none is open).
+	OpenMove *Move  `protobuf:"bytes,8,opt,name=open_move,json=openMove,proto3" json:"open_move,omitempty"`
+	HeadSeq  uint64 `protobuf:"varint,9,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
+	// Remaining budget per axis of the session's envelope (absent: unlimited
+	// or no envelope).
+	BudgetRemaining *Budget `protobuf:"bytes,10,opt,name=budget_remaining,json=budgetRemaining,proto3" json:"budget_remaining,omitempty"`
+	AttachmentCount uint32  `protobuf:"varint,11,opt,name=attachment_count,json=attachmentCount,proto3" json:"attachment_count,omitempty"`
+	Stranded        bool    `protobuf:"varint,12,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OverviewSession) Reset() {
+	*x = OverviewSession{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverviewSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverviewSession) ProtoMessage() {}
+
+func (x *OverviewSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverviewSession.ProtoReflect.Descriptor instead.
+func (*OverviewSession) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *OverviewSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OverviewSession) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *OverviewSession) GetState() SessionState {
+	if x != nil {
+		return x.State
+	}
+	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *OverviewSession) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *OverviewSession) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *OverviewSession) GetLeaseHolder() string {
+	if x != nil {
+		return x.LeaseHolder
+	}
+	return ""
+}
+
+func (x *OverviewSession) GetLeaseHolderLabel() string {
+	if x != nil {
+		return x.LeaseHolderLabel
+	}
+	return ""
+}
+
+func (x *OverviewSession) GetOpenMove() *Move {
+	if x != nil {
+		return x.OpenMove
+	}
+	return nil
+}
+
+func (x *OverviewSession) GetHeadSeq() uint64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
+}
+
+func (x *OverviewSession) GetBudgetRemaining() *Budget {
+	if x != nil {
+		return x.BudgetRemaining
+	}
+	return nil
+}
+
+func (x *OverviewSession) GetAttachmentCount() uint32 {
+	if x != nil {
+		return x.AttachmentCount
+	}
+	return 0
+}
+
+func (x *OverviewSession) GetStranded() bool {
+	if x != nil {
+		return x.Stranded
+	}
+	return false
+}
+
+type OverviewResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Nodes    []*OverviewNode        `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Sessions []*OverviewSession     `protobuf:"bytes,2,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// Cursor of the next page of sessions; "" on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	Leader        string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Applied index of the replica that answered.
+	AppliedIndex uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Session counts over the whole fleet (not just this page).
+	SessionsActive  uint32 `protobuf:"varint,6,opt,name=sessions_active,json=sessionsActive,proto3" json:"sessions_active,omitempty"`
+	SessionsStopped uint32 `protobuf:"varint,7,opt,name=sessions_stopped,json=sessionsStopped,proto3" json:"sessions_stopped,omitempty"`
+	MovesOpen       uint32 `protobuf:"varint,8,opt,name=moves_open,json=movesOpen,proto3" json:"moves_open,omitempty"`
+	// Serving node's wall time (unix nanoseconds) when it answered.
+	GeneratedUnixNano int64 `protobuf:"varint,9,opt,name=generated_unix_nano,json=generatedUnixNano,proto3" json:"generated_unix_nano,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *OverviewResponse) Reset() {
+	*x = OverviewResponse{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverviewResponse) ProtoMessage() {}
+
+func (x *OverviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverviewResponse.ProtoReflect.Descriptor instead.
+func (*OverviewResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OverviewResponse) GetNodes() []*OverviewNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *OverviewResponse) GetSessions() []*OverviewSession {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *OverviewResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *OverviewResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *OverviewResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *OverviewResponse) GetSessionsActive() uint32 {
+	if x != nil {
+		return x.SessionsActive
+	}
+	return 0
+}
+
+func (x *OverviewResponse) GetSessionsStopped() uint32 {
+	if x != nil {
+		return x.SessionsStopped
+	}
+	return 0
+}
+
+func (x *OverviewResponse) GetMovesOpen() uint32 {
+	if x != nil {
+		return x.MovesOpen
+	}
+	return 0
+}
+
+func (x *OverviewResponse) GetGeneratedUnixNano() int64 {
+	if x != nil {
+		return x.GeneratedUnixNano
+	}
+	return 0
+}
+
 var File_fak_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/cluster.proto\x12\x06fak.v1\"\xa3\x01\n" +
+	"\x14fak/v1/cluster.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto\"\xa3\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
@@ -738,13 +1207,62 @@ const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\rLeaveResponse\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xce\x02\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\xb1\x01\n" +
+	"\x0fOverviewRequest\x129\n" +
+	"\vconsistency\x18\x01 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12'\n" +
+	"\x0finclude_stopped\x18\x04 \x01(\bR\x0eincludeStopped\"\x8f\x03\n" +
+	"\fOverviewNode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12#\n" +
+	"\rgossip_status\x18\x03 \x01(\tR\fgossipStatus\x12\x1b\n" +
+	"\traft_role\x18\x04 \x01(\tR\braftRole\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\x12#\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12\x1f\n" +
+	"\vapplied_lag\x18\a \x01(\x04R\n" +
+	"appliedLag\x12'\n" +
+	"\x0fsessions_hosted\x18\b \x01(\rR\x0esessionsHosted\x12\x1a\n" +
+	"\bcapacity\x18\t \x01(\rR\bcapacity\x12\x1a\n" +
+	"\bdraining\x18\n" +
+	" \x01(\bR\bdraining\x12%\n" +
+	"\x06labels\x18\v \x03(\v2\r.fak.v1.LabelR\x06labels\x12\x12\n" +
+	"\x04term\x18\f \x01(\x04R\x04term\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\"\xb5\x03\n" +
+	"\x0fOverviewSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.fak.v1.SessionStateR\x05state\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12!\n" +
+	"\flease_holder\x18\x06 \x01(\tR\vleaseHolder\x12,\n" +
+	"\x12lease_holder_label\x18\a \x01(\tR\x10leaseHolderLabel\x12)\n" +
+	"\topen_move\x18\b \x01(\v2\f.fak.v1.MoveR\bopenMove\x12\x19\n" +
+	"\bhead_seq\x18\t \x01(\x04R\aheadSeq\x129\n" +
+	"\x10budget_remaining\x18\n" +
+	" \x01(\v2\x0e.fak.v1.BudgetR\x0fbudgetRemaining\x12)\n" +
+	"\x10attachment_count\x18\v \x01(\rR\x0fattachmentCount\x12\x1a\n" +
+	"\bstranded\x18\f \x01(\bR\bstranded\"\xfb\x02\n" +
+	"\x10OverviewResponse\x12*\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x14.fak.v1.OverviewNodeR\x05nodes\x123\n" +
+	"\bsessions\x18\x02 \x03(\v2\x17.fak.v1.OverviewSessionR\bsessions\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x12#\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12'\n" +
+	"\x0fsessions_active\x18\x06 \x01(\rR\x0esessionsActive\x12)\n" +
+	"\x10sessions_stopped\x18\a \x01(\rR\x0fsessionsStopped\x12\x1d\n" +
+	"\n" +
+	"moves_open\x18\b \x01(\rR\tmovesOpen\x12.\n" +
+	"\x13generated_unix_nano\x18\t \x01(\x03R\x11generatedUnixNano2\x92\x03\n" +
 	"\x0eClusterService\x12?\n" +
 	"\aMembers\x12\x16.fak.v1.MembersRequest\x1a\x17.fak.v1.MembersResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\tRaftPeers\x12\x18.fak.v1.RaftPeersRequest\x1a\x19.fak.v1.RaftPeersResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x06Status\x12\x15.fak.v1.StatusRequest\x1a\x16.fak.v1.StatusResponse\"\x03\x90\x02\x01\x124\n" +
 	"\x05Leave\x12\x14.fak.v1.LeaveRequest\x1a\x15.fak.v1.LeaveResponse\x12@\n" +
-	"\tReadIndex\x12\x18.fak.v1.ReadIndexRequest\x1a\x19.fak.v1.ReadIndexResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\tReadIndex\x12\x18.fak.v1.ReadIndexRequest\x1a\x19.fak.v1.ReadIndexResponse\x12B\n" +
+	"\bOverview\x12\x17.fak.v1.OverviewRequest\x1a\x18.fak.v1.OverviewResponse\"\x03\x90\x02\x01B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_cluster_proto_rawDescOnce sync.Once
@@ -758,7 +1276,7 @@ func file_fak_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_fak_v1_cluster_proto_rawDescData
 }
 
-var file_fak_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_fak_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_fak_v1_cluster_proto_goTypes = []any{
 	(*Member)(nil),            // 0: fak.v1.Member
 	(*MembersRequest)(nil),    // 1: fak.v1.MembersRequest
@@ -773,26 +1291,44 @@ var file_fak_v1_cluster_proto_goTypes = []any{
 	(*LeaveResponse)(nil),     // 10: fak.v1.LeaveResponse
 	(*ReadIndexRequest)(nil),  // 11: fak.v1.ReadIndexRequest
 	(*ReadIndexResponse)(nil), // 12: fak.v1.ReadIndexResponse
+	(*OverviewRequest)(nil),   // 13: fak.v1.OverviewRequest
+	(*OverviewNode)(nil),      // 14: fak.v1.OverviewNode
+	(*OverviewSession)(nil),   // 15: fak.v1.OverviewSession
+	(*OverviewResponse)(nil),  // 16: fak.v1.OverviewResponse
+	(ReadConsistency)(0),      // 17: fak.v1.ReadConsistency
+	(*Label)(nil),             // 18: fak.v1.Label
+	(SessionState)(0),         // 19: fak.v1.SessionState
+	(*Move)(nil),              // 20: fak.v1.Move
+	(*Budget)(nil),            // 21: fak.v1.Budget
 }
 var file_fak_v1_cluster_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.MembersResponse.members:type_name -> fak.v1.Member
 	3,  // 1: fak.v1.RaftPeersResponse.peers:type_name -> fak.v1.RaftPeer
 	6,  // 2: fak.v1.StatusResponse.nodes:type_name -> fak.v1.NodeStatus
-	1,  // 3: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
-	4,  // 4: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
-	7,  // 5: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
-	9,  // 6: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
-	11, // 7: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
-	2,  // 8: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
-	5,  // 9: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
-	8,  // 10: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
-	10, // 11: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
-	12, // 12: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
-	8,  // [8:13] is the sub-list for method output_type
-	3,  // [3:8] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	17, // 3: fak.v1.OverviewRequest.consistency:type_name -> fak.v1.ReadConsistency
+	18, // 4: fak.v1.OverviewNode.labels:type_name -> fak.v1.Label
+	19, // 5: fak.v1.OverviewSession.state:type_name -> fak.v1.SessionState
+	20, // 6: fak.v1.OverviewSession.open_move:type_name -> fak.v1.Move
+	21, // 7: fak.v1.OverviewSession.budget_remaining:type_name -> fak.v1.Budget
+	14, // 8: fak.v1.OverviewResponse.nodes:type_name -> fak.v1.OverviewNode
+	15, // 9: fak.v1.OverviewResponse.sessions:type_name -> fak.v1.OverviewSession
+	1,  // 10: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
+	4,  // 11: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
+	7,  // 12: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
+	9,  // 13: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
+	11, // 14: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
+	13, // 15: fak.v1.ClusterService.Overview:input_type -> fak.v1.OverviewRequest
+	2,  // 16: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
+	5,  // 17: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
+	8,  // 18: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
+	10, // 19: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
+	12, // 20: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
+	16, // 21: fak.v1.ClusterService.Overview:output_type -> fak.v1.OverviewResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_cluster_proto_init() }
@@ -800,13 +1336,16 @@ func file_fak_v1_cluster_proto_init() {
 	if File_fak_v1_cluster_proto != nil {
 		return
 	}
+	file_fak_v1_descriptor_proto_init()
+	file_fak_v1_move_proto_init()
+	file_fak_v1_session_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_cluster_proto_rawDesc), len(file_fak_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

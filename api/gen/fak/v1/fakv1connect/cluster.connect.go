@@ -45,6 +45,8 @@ const (
 	// ClusterServiceReadIndexProcedure is the fully-qualified name of the ClusterService's ReadIndex
 	// RPC.
 	ClusterServiceReadIndexProcedure = "/fak.v1.ClusterService/ReadIndex"
+	// ClusterServiceOverviewProcedure is the fully-qualified name of the ClusterService's Overview RPC.
+	ClusterServiceOverviewProcedure = "/fak.v1.ClusterService/Overview"
 )
 
 // ClusterServiceClient is a client for the fak.v1.ClusterService service.
@@ -61,6 +63,9 @@ type ClusterServiceClient interface {
 	// leads at. A follower serving a linearizable read waits until it has
 	// applied this index. Called node to node.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	// Overview is the whole fleet in one answer: every node (gossip, Raft
+	// role, lag, sessions hosted, capacity) and a page of sessions.
+	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the fak.v1.ClusterService service. By default, it
@@ -107,6 +112,13 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(clusterServiceMethods.ByName("ReadIndex")),
 			connect.WithClientOptions(opts...),
 		),
+		overview: connect.NewClient[v1.OverviewRequest, v1.OverviewResponse](
+			httpClient,
+			baseURL+ClusterServiceOverviewProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Overview")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -117,6 +129,7 @@ type clusterServiceClient struct {
 	status    *connect.Client[v1.StatusRequest, v1.StatusResponse]
 	leave     *connect.Client[v1.LeaveRequest, v1.LeaveResponse]
 	readIndex *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
+	overview  *connect.Client[v1.OverviewRequest, v1.OverviewResponse]
 }
 
 // Members calls fak.v1.ClusterService.Members.
@@ -144,6 +157,11 @@ func (c *clusterServiceClient) ReadIndex(ctx context.Context, req *connect.Reque
 	return c.readIndex.CallUnary(ctx, req)
 }
 
+// Overview calls fak.v1.ClusterService.Overview.
+func (c *clusterServiceClient) Overview(ctx context.Context, req *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error) {
+	return c.overview.CallUnary(ctx, req)
+}
+
 // ClusterServiceHandler is an implementation of the fak.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
@@ -158,6 +176,9 @@ type ClusterServiceHandler interface {
 	// leads at. A follower serving a linearizable read waits until it has
 	// applied this index. Called node to node.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	// Overview is the whole fleet in one answer: every node (gossip, Raft
+	// role, lag, sessions hosted, capacity) and a page of sessions.
+	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -200,6 +221,13 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithSchema(clusterServiceMethods.ByName("ReadIndex")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceOverviewHandler := connect.NewUnaryHandler(
+		ClusterServiceOverviewProcedure,
+		svc.Overview,
+		connect.WithSchema(clusterServiceMethods.ByName("Overview")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceMembersProcedure:
@@ -212,6 +240,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceLeaveHandler.ServeHTTP(w, r)
 		case ClusterServiceReadIndexProcedure:
 			clusterServiceReadIndexHandler.ServeHTTP(w, r)
+		case ClusterServiceOverviewProcedure:
+			clusterServiceOverviewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -239,4 +269,8 @@ func (UnimplementedClusterServiceHandler) Leave(context.Context, *connect.Reques
 
 func (UnimplementedClusterServiceHandler) ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.ClusterService.ReadIndex is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.ClusterService.Overview is not implemented"))
 }
