@@ -278,6 +278,10 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.moveFail(c, body.MoveFail)
 	case *fsmpb.Command_MarkStranded:
 		r, err = a.markStranded(c, body.MarkStranded)
+	case *fsmpb.Command_CreateAclToken:
+		r, err = a.createAclToken(c, body.CreateAclToken)
+	case *fsmpb.Command_RevokeAclToken:
+		r, err = a.revokeAclToken(c, body.RevokeAclToken)
 	default:
 		err = errorf(ReasonInvalidArgument, "unknown command")
 	}

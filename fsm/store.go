@@ -22,12 +22,14 @@ var (
 	bucketLaunches    = []byte("launches")  // launch_id → fsmpb.Launch
 	// parent_session 0x00 child_session → fsmpb.LineageEdge
 	bucketLineage = []byte("lineage")
-	bucketNodes   = []byte("nodes") // node name → fsmpb.NodeRecord
+	bucketNodes   = []byte("nodes")    // node name → fsmpb.NodeRecord
+	bucketACL     = []byte("acl")      // accessor id → fsmpb.AclToken
+	bucketACLHash = []byte("acl_hash") // secret SHA-256 → accessor id
 
 	keyAppliedIndex = []byte("applied_index")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage, bucketNodes}
+var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage, bucketNodes, bucketACL, bucketACLHash}
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //

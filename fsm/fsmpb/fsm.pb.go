@@ -115,6 +115,8 @@ type Command struct {
 	//	*Command_MoveCutover
 	//	*Command_MoveFail
 	//	*Command_MarkStranded
+	//	*Command_CreateAclToken
+	//	*Command_RevokeAclToken
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -432,6 +434,24 @@ func (x *Command) GetMarkStranded() *MarkStranded {
 	return nil
 }
 
+func (x *Command) GetCreateAclToken() *CreateAclToken {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CreateAclToken); ok {
+			return x.CreateAclToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeAclToken() *RevokeAclToken {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RevokeAclToken); ok {
+			return x.RevokeAclToken
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -552,6 +572,14 @@ type Command_MarkStranded struct {
 	MarkStranded *MarkStranded `protobuf:"bytes,38,opt,name=mark_stranded,json=markStranded,proto3,oneof"`
 }
 
+type Command_CreateAclToken struct {
+	CreateAclToken *CreateAclToken `protobuf:"bytes,39,opt,name=create_acl_token,json=createAclToken,proto3,oneof"`
+}
+
+type Command_RevokeAclToken struct {
+	RevokeAclToken *RevokeAclToken `protobuf:"bytes,40,opt,name=revoke_acl_token,json=revokeAclToken,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -610,6 +638,204 @@ func (*Command_MoveFail) isCommand_Body() {}
 
 func (*Command_MarkStranded) isCommand_Body() {}
 
+func (*Command_CreateAclToken) isCommand_Body() {}
+
+func (*Command_RevokeAclToken) isCommand_Body() {}
+
+// CreateAclToken stores an API token drawn by the node that received the
+// request: only the SHA-256 of its secret enters the log.
+type CreateAclToken struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	AccessorId   string                 `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	SecretSha256 []byte                 `protobuf:"bytes,2,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	// read, agent or operator.
+	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Description   string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclToken) Reset() {
+	*x = CreateAclToken{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclToken) ProtoMessage() {}
+
+func (x *CreateAclToken) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclToken.ProtoReflect.Descriptor instead.
+func (*CreateAclToken) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateAclToken) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
+func (x *CreateAclToken) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *CreateAclToken) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateAclToken) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// RevokeAclToken deletes a token, so every replica refuses it once it has
+// applied the entry.
+type RevokeAclToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessorId    string                 `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAclToken) Reset() {
+	*x = RevokeAclToken{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAclToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAclToken) ProtoMessage() {}
+
+func (x *RevokeAclToken) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAclToken.ProtoReflect.Descriptor instead.
+func (*RevokeAclToken) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RevokeAclToken) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
+// AclToken is a stored API token (bucket acl, indexed by hash in acl_hash).
+type AclToken struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	AccessorId      string                 `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	SecretSha256    []byte                 `protobuf:"bytes,2,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	Role            string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	Description     string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	CreatedUnixNano int64                  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AclToken) Reset() {
+	*x = AclToken{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclToken) ProtoMessage() {}
+
+func (x *AclToken) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
+func (*AclToken) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AclToken) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
+func (x *AclToken) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *AclToken) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AclToken) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AclToken) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
 // NodeRecord is what a node offers to host execution epochs (DESIGN.md §8).
 type NodeRecord struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -633,7 +859,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +871,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +884,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeRecord) GetName() string {
@@ -748,7 +974,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +986,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +999,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Label) GetKey() string {
@@ -801,7 +1027,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1039,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1052,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterNode) GetNode() *NodeRecord {
@@ -846,7 +1072,7 @@ type SetDraining struct {
 
 func (x *SetDraining) Reset() {
 	*x = SetDraining{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1084,7 @@ func (x *SetDraining) String() string {
 func (*SetDraining) ProtoMessage() {}
 
 func (x *SetDraining) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1097,7 @@ func (x *SetDraining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDraining.ProtoReflect.Descriptor instead.
 func (*SetDraining) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetDraining) GetNode() string {
@@ -907,7 +1133,7 @@ type RequestMove struct {
 
 func (x *RequestMove) Reset() {
 	*x = RequestMove{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1145,7 @@ func (x *RequestMove) String() string {
 func (*RequestMove) ProtoMessage() {}
 
 func (x *RequestMove) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1158,7 @@ func (x *RequestMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestMove.ProtoReflect.Descriptor instead.
 func (*RequestMove) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RequestMove) GetSessionId() string {
@@ -991,7 +1217,7 @@ type MarkStranded struct {
 
 func (x *MarkStranded) Reset() {
 	*x = MarkStranded{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1229,7 @@ func (x *MarkStranded) String() string {
 func (*MarkStranded) ProtoMessage() {}
 
 func (x *MarkStranded) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1242,7 @@ func (x *MarkStranded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkStranded.ProtoReflect.Descriptor instead.
 func (*MarkStranded) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MarkStranded) GetSessionId() string {
@@ -1054,7 +1280,7 @@ type MoveCheckpoint struct {
 
 func (x *MoveCheckpoint) Reset() {
 	*x = MoveCheckpoint{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1292,7 @@ func (x *MoveCheckpoint) String() string {
 func (*MoveCheckpoint) ProtoMessage() {}
 
 func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1305,7 @@ func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCheckpoint.ProtoReflect.Descriptor instead.
 func (*MoveCheckpoint) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MoveCheckpoint) GetSessionId() string {
@@ -1131,7 +1357,7 @@ type MoveAdmit struct {
 
 func (x *MoveAdmit) Reset() {
 	*x = MoveAdmit{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1369,7 @@ func (x *MoveAdmit) String() string {
 func (*MoveAdmit) ProtoMessage() {}
 
 func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1382,7 @@ func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveAdmit.ProtoReflect.Descriptor instead.
 func (*MoveAdmit) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MoveAdmit) GetSessionId() string {
@@ -1208,7 +1434,7 @@ type MoveRestore struct {
 
 func (x *MoveRestore) Reset() {
 	*x = MoveRestore{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1446,7 @@ func (x *MoveRestore) String() string {
 func (*MoveRestore) ProtoMessage() {}
 
 func (x *MoveRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1459,7 @@ func (x *MoveRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRestore.ProtoReflect.Descriptor instead.
 func (*MoveRestore) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MoveRestore) GetSessionId() string {
@@ -1275,7 +1501,7 @@ type MoveCutover struct {
 
 func (x *MoveCutover) Reset() {
 	*x = MoveCutover{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1513,7 @@ func (x *MoveCutover) String() string {
 func (*MoveCutover) ProtoMessage() {}
 
 func (x *MoveCutover) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1526,7 @@ func (x *MoveCutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
 func (*MoveCutover) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MoveCutover) GetSessionId() string {
@@ -1331,7 +1557,7 @@ type MoveFail struct {
 
 func (x *MoveFail) Reset() {
 	*x = MoveFail{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1569,7 @@ func (x *MoveFail) String() string {
 func (*MoveFail) ProtoMessage() {}
 
 func (x *MoveFail) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1582,7 @@ func (x *MoveFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
 func (*MoveFail) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MoveFail) GetSessionId() string {
@@ -1416,7 +1642,7 @@ type Move struct {
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1654,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1667,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Move) GetMoveId() string {
@@ -1582,7 +1808,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1820,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1833,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -1634,7 +1860,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1872,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1885,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -1711,7 +1937,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1949,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1962,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -1792,7 +2018,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +2030,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +2043,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -1882,7 +2108,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2120,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2133,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -1994,7 +2220,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2232,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2245,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -2062,7 +2288,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2300,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2313,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -2116,7 +2342,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2354,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2367,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -2176,7 +2402,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2414,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2427,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -2253,7 +2479,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2491,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2504,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -2321,7 +2547,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2559,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2572,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -2387,7 +2613,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2625,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2638,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -2464,7 +2690,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2702,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2715,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -2547,7 +2773,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2785,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2798,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -2638,7 +2864,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2876,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2889,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -2715,7 +2941,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +2953,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +2966,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -2794,7 +3020,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +3032,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +3045,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -2883,7 +3109,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3121,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3134,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -2945,7 +3171,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3183,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2970,7 +3196,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -3006,7 +3232,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3244,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3257,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -3073,7 +3299,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3311,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3324,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -3136,7 +3362,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3148,7 +3374,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3161,7 +3387,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -3198,7 +3424,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3436,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3449,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -3268,7 +3494,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3506,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3519,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -3345,7 +3571,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3583,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3596,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -3407,7 +3633,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3645,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3658,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -3467,7 +3693,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3705,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3718,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *EventInput) GetKind() string {
@@ -3526,7 +3752,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +3764,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +3777,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -3581,6 +3807,7 @@ type Result struct {
 	//	*Result_Envelope
 	//	*Result_Boundary
 	//	*Result_Node
+	//	*Result_AclToken
 	Body isResult_Body `protobuf_oneof:"body"`
 	// Set when the command changed nothing because it had already happened
 	// (an approval answered twice, a lease released twice).
@@ -3591,7 +3818,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3830,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3843,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Result) GetError() *Error {
@@ -3687,6 +3914,15 @@ func (x *Result) GetNode() *NodeRecord {
 	return nil
 }
 
+func (x *Result) GetAclToken() *AclToken {
+	if x != nil {
+		if x, ok := x.Body.(*Result_AclToken); ok {
+			return x.AclToken
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetNoOp() bool {
 	if x != nil {
 		return x.NoOp
@@ -3722,6 +3958,10 @@ type Result_Node struct {
 	Node *NodeRecord `protobuf:"bytes,15,opt,name=node,proto3,oneof"`
 }
 
+type Result_AclToken struct {
+	AclToken *AclToken `protobuf:"bytes,16,opt,name=acl_token,json=aclToken,proto3,oneof"`
+}
+
 func (*Result_Session) isResult_Body() {}
 
 func (*Result_Append) isResult_Body() {}
@@ -3733,6 +3973,8 @@ func (*Result_Envelope) isResult_Body() {}
 func (*Result_Boundary) isResult_Body() {}
 
 func (*Result_Node) isResult_Body() {}
+
+func (*Result_AclToken) isResult_Body() {}
 
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3748,7 +3990,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +4002,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +4015,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Error) GetReason() string {
@@ -3808,7 +4050,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +4062,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +4075,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -3921,7 +4163,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4175,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4188,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4200,7 +4442,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4454,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4467,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -4276,7 +4518,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4530,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4543,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -4357,7 +4599,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4369,7 +4611,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4382,7 +4624,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -4464,7 +4706,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4476,7 +4718,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4489,7 +4731,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Event) GetSessionId() string {
@@ -4553,7 +4795,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4807,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4820,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -4603,7 +4845,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4857,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4870,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Boundary) GetAction() string {
@@ -4664,7 +4906,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xfd\x0e\n" +
+	"fak.fsm.v1\"\x8d\x10\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -4703,8 +4945,26 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\fmove_restore\x18# \x01(\v2\x17.fak.fsm.v1.MoveRestoreH\x00R\vmoveRestore\x12<\n" +
 	"\fmove_cutover\x18$ \x01(\v2\x17.fak.fsm.v1.MoveCutoverH\x00R\vmoveCutover\x123\n" +
 	"\tmove_fail\x18% \x01(\v2\x14.fak.fsm.v1.MoveFailH\x00R\bmoveFail\x12?\n" +
-	"\rmark_stranded\x18& \x01(\v2\x18.fak.fsm.v1.MarkStrandedH\x00R\fmarkStrandedB\x06\n" +
-	"\x04body\"\xeb\x02\n" +
+	"\rmark_stranded\x18& \x01(\v2\x18.fak.fsm.v1.MarkStrandedH\x00R\fmarkStranded\x12F\n" +
+	"\x10create_acl_token\x18' \x01(\v2\x1a.fak.fsm.v1.CreateAclTokenH\x00R\x0ecreateAclToken\x12F\n" +
+	"\x10revoke_acl_token\x18( \x01(\v2\x1a.fak.fsm.v1.RevokeAclTokenH\x00R\x0erevokeAclTokenB\x06\n" +
+	"\x04body\"\x8c\x01\n" +
+	"\x0eCreateAclToken\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\x12#\n" +
+	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\"1\n" +
+	"\x0eRevokeAclToken\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\"\xb2\x01\n" +
+	"\bAclToken\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\x12#\n" +
+	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12*\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\xeb\x02\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
@@ -4965,7 +5225,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vStopSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x83\x03\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb8\x03\n" +
 	"\x06Result\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.fak.fsm.v1.ErrorR\x05error\x12/\n" +
 	"\asession\x18\n" +
@@ -4976,7 +5236,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"attachment\x122\n" +
 	"\benvelope\x18\r \x01(\v2\x14.fak.fsm.v1.EnvelopeH\x00R\benvelope\x122\n" +
 	"\bboundary\x18\x0e \x01(\v2\x14.fak.fsm.v1.BoundaryH\x00R\bboundary\x12,\n" +
-	"\x04node\x18\x0f \x01(\v2\x16.fak.fsm.v1.NodeRecordH\x00R\x04node\x12\x13\n" +
+	"\x04node\x18\x0f \x01(\v2\x16.fak.fsm.v1.NodeRecordH\x00R\x04node\x123\n" +
+	"\tacl_token\x18\x10 \x01(\v2\x14.fak.fsm.v1.AclTokenH\x00R\baclToken\x12\x13\n" +
 	"\x05no_op\x18\x02 \x01(\bR\x04noOpB\x06\n" +
 	"\x04body\"T\n" +
 	"\x05Error\x12\x16\n" +
@@ -5092,125 +5353,131 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
-	(*NodeRecord)(nil),           // 2: fak.fsm.v1.NodeRecord
-	(*Label)(nil),                // 3: fak.fsm.v1.Label
-	(*RegisterNode)(nil),         // 4: fak.fsm.v1.RegisterNode
-	(*SetDraining)(nil),          // 5: fak.fsm.v1.SetDraining
-	(*RequestMove)(nil),          // 6: fak.fsm.v1.RequestMove
-	(*MarkStranded)(nil),         // 7: fak.fsm.v1.MarkStranded
-	(*MoveCheckpoint)(nil),       // 8: fak.fsm.v1.MoveCheckpoint
-	(*MoveAdmit)(nil),            // 9: fak.fsm.v1.MoveAdmit
-	(*MoveRestore)(nil),          // 10: fak.fsm.v1.MoveRestore
-	(*MoveCutover)(nil),          // 11: fak.fsm.v1.MoveCutover
-	(*MoveFail)(nil),             // 12: fak.fsm.v1.MoveFail
-	(*Move)(nil),                 // 13: fak.fsm.v1.Move
-	(*Batch)(nil),                // 14: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 15: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 16: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 17: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 18: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 19: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 20: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 21: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 22: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 23: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 24: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 25: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 26: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 27: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 28: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 29: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 30: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 31: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 32: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 33: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 34: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 35: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 36: fak.fsm.v1.SubmitInput
-	(*AnswerApproval)(nil),       // 37: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 38: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),         // 39: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 40: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 41: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 42: fak.fsm.v1.Result
-	(*Error)(nil),                // 43: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 44: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 45: fak.fsm.v1.Session
-	(*Lease)(nil),                // 46: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 47: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 48: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 49: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 50: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 51: fak.fsm.v1.Boundary
+	(*CreateAclToken)(nil),       // 2: fak.fsm.v1.CreateAclToken
+	(*RevokeAclToken)(nil),       // 3: fak.fsm.v1.RevokeAclToken
+	(*AclToken)(nil),             // 4: fak.fsm.v1.AclToken
+	(*NodeRecord)(nil),           // 5: fak.fsm.v1.NodeRecord
+	(*Label)(nil),                // 6: fak.fsm.v1.Label
+	(*RegisterNode)(nil),         // 7: fak.fsm.v1.RegisterNode
+	(*SetDraining)(nil),          // 8: fak.fsm.v1.SetDraining
+	(*RequestMove)(nil),          // 9: fak.fsm.v1.RequestMove
+	(*MarkStranded)(nil),         // 10: fak.fsm.v1.MarkStranded
+	(*MoveCheckpoint)(nil),       // 11: fak.fsm.v1.MoveCheckpoint
+	(*MoveAdmit)(nil),            // 12: fak.fsm.v1.MoveAdmit
+	(*MoveRestore)(nil),          // 13: fak.fsm.v1.MoveRestore
+	(*MoveCutover)(nil),          // 14: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 15: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 16: fak.fsm.v1.Move
+	(*Batch)(nil),                // 17: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 18: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 19: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 20: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 21: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 22: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 23: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 24: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 25: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 26: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 27: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 28: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 29: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 30: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 31: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 32: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 33: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 34: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 35: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 36: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 37: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 38: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 39: fak.fsm.v1.SubmitInput
+	(*AnswerApproval)(nil),       // 40: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 41: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),         // 42: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 43: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 44: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 45: fak.fsm.v1.Result
+	(*Error)(nil),                // 46: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 47: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 48: fak.fsm.v1.Session
+	(*Lease)(nil),                // 49: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 50: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 51: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 52: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 53: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 54: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	15, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	39, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	41, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	30, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	31, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	32, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	33, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	34, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	35, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	36, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	37, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	38, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	19, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	20, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	21, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	22, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	23, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	24, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	25, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	26, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
-	4,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
-	5,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
-	6,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
-	8,  // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
-	9,  // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
-	10, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
-	11, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
-	12, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
-	7,  // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
-	3,  // 29: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	2,  // 30: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	29, // 31: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	29, // 32: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	29, // 33: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	29, // 34: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	1,  // 35: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	29, // 36: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	17, // 37: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	16, // 38: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	16, // 39: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	16, // 40: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	16, // 41: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	40, // 42: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	40, // 43: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	43, // 44: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	45, // 45: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	44, // 46: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	48, // 47: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	18, // 48: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	51, // 49: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	2,  // 50: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	0,  // 51: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	29, // 52: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	46, // 53: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	47, // 54: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	13, // 55: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	49, // 56: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	45, // 57: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	58, // [58:58] is the sub-list for method output_type
-	58, // [58:58] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	18, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	42, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	44, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	33, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	34, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	35, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	36, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	37, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	38, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	39, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	40, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	41, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	22, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	23, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	24, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	25, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	26, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	27, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	28, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	29, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	7,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
+	8,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
+	9,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
+	11, // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
+	12, // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
+	13, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
+	14, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	15, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	10, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
+	2,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
+	3,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
+	6,  // 31: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	5,  // 32: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	32, // 33: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	32, // 34: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	32, // 35: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	32, // 36: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	1,  // 37: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	32, // 38: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	20, // 39: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	19, // 40: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	19, // 41: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	19, // 42: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	19, // 43: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	43, // 44: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	43, // 45: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	46, // 46: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	48, // 47: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	47, // 48: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	51, // 49: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	21, // 50: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	54, // 51: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	5,  // 52: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	4,  // 53: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 54: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	32, // 55: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	49, // 56: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	50, // 57: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	16, // 58: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	52, // 59: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	48, // 60: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -5248,15 +5515,18 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_MoveCutover)(nil),
 		(*Command_MoveFail)(nil),
 		(*Command_MarkStranded)(nil),
+		(*Command_CreateAclToken)(nil),
+		(*Command_RevokeAclToken)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[38].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[41].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[41].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[44].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
 		(*Result_Envelope)(nil),
 		(*Result_Boundary)(nil),
 		(*Result_Node)(nil),
+		(*Result_AclToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5264,7 +5534,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
