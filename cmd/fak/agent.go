@@ -113,7 +113,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines")
-	if err := fs.Parse(args); err != nil {
+	if err := parseAgentFlags(fs, args); err != nil { // the command line, then --config
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

@@ -14,7 +14,7 @@ import (
 const usage = `Usage: fak <command> [flags]
 
 Commands:
-  agent   Run one fak node (server) of a fleet
+  agent   Run one fak node (server) of a fleet (flags, or --config FILE)
   dev     Run a local fleet of N nodes on loopback (default 3)
   session Open a session in this terminal (fak session open ID)
   guard   Run a coding agent bound to a fak session (fak guard -- claude)

@@ -1,0 +1,63 @@
+# /etc/fak/fak.hcl: one server of a three-node production fleet, read by
+# `fak agent --config /etc/fak/fak.hcl` (see deploy/fak.service).
+#
+# Every key is an agent flag with '-' written as '_' (`fak agent -h` lists
+# them all). Strings, numbers and bools set a flag once; a list sets a
+# repeatable flag once per element; an object sets key=value flags (label)
+# once per entry. Flags given on the command line win over this file. Write
+# absolute paths: the agent runs in / under systemd.
+#
+# Copy it to each node, then change name and the addresses (the node's own
+# private IP) and join (the other nodes).
+
+# Stable identity in Raft and gossip: never reuse a name for a new machine.
+name = "fak-1"
+
+# The Raft log, snapshots and state; systemd's StateDirectory=fak makes it,
+# owned by the fak user.
+data_dir = "/var/lib/fak"
+
+# Bind to the node's private address; peers reach it here (use the
+# advertise_* keys when they must use another address, e.g. behind NAT).
+api_addr    = "10.0.0.1:7401"
+raft_addr   = "10.0.0.1:7501"
+gossip_addr = "10.0.0.1:7601"
+
+# The first start forms a new cluster once three servers see each other;
+# later starts rejoin from the data in data_dir.
+bootstrap_expect = 3
+join             = ["10.0.0.2:7601", "10.0.0.3:7601"]
+
+# API bearer tokens, one "<role> <token>" per line (operator, agent, read).
+# Mode 0640, owner root, group fak.
+token_file = "/etc/fak/tokens"
+
+# Gossip encryption: make a key with `fak keygen`. Every node needs the same
+# keys; the first encrypts and all of them decrypt, so to rotate put the new
+# key first, restart node by node, then drop the old one.
+gossip_key = ["REPLACE-WITH-THE-OUTPUT-OF-fak-keygen"]
+
+# Mutual TLS for Raft and the API: `fak tls init` makes a CA and one
+# certificate per node. All three, or none.
+tls_ca   = "/etc/fak/tls/ca.pem"
+tls_cert = "/etc/fak/tls/fak-1.pem"
+tls_key  = "/etc/fak/tls/fak-1-key.pem"
+
+# Placement: what this node offers to sessions (all optional).
+label    = { zone = "eu-west-1a" }
+capacity = 50
+# provider    = ["anthropic"]
+# model       = ["claude-sonnet-4"]
+# account_ref = ["team-a"]
+
+# Recover a dead node's sessions elsewhere after this long (a duration).
+recover_after = "2m"
+
+# SIGTERM (systemctl stop) stops the node without leaving the cluster, so a
+# restarted fleet keeps its Raft configuration. Set true on a node you are
+# retiring, or run `fakctl operator raft remove-peer` after it is gone.
+leave_on_terminate = false
+
+# journald keeps the lines; JSON is easier to ship elsewhere.
+log_level = "info"
+log_json  = true
