@@ -25,7 +25,8 @@ type command struct {
 	setup func(fs *flag.FlagSet) runFunc
 }
 
-func (cmd *command) path() string { return cmd.noun + " " + cmd.verb }
+// path is "noun verb", or just "noun" for a noun that is itself a command.
+func (cmd *command) path() string { return strings.TrimSpace(cmd.noun + " " + cmd.verb) }
 
 // commands lists every command, in the order the usage shows them.
 var commands = []*command{
@@ -53,6 +54,18 @@ var commands = []*command{
 		synopsis: "Make the node at --addr leave the fleet",
 		help:     "Asks the node at --addr to leave the fleet gracefully: it leaves the Raft configuration and gossip, then shuts down.",
 		setup:    clusterLeaveCommand,
+	},
+	{
+		noun: "fleet", verb: "",
+		flags:    "[--stale] [--all] [--limit N] [--watch [--interval 2s]]",
+		synopsis: "Show the whole fleet: nodes, Raft roles and lag, sessions",
+		help: "Shows every node (gossip status, Raft role, applied index and how far it trails the leader's commit index, " +
+			"sessions hosted out of its capacity, draining, labels) and every active session (title, state, node, epoch, " +
+			"input lease holder, open move, journal head, remaining budget), with a summary line: the leader and the counts. " +
+			"--all includes stopped sessions; every page of --limit sessions is fetched, up to 10000. " +
+			"With --watch it refreshes every --interval until interrupted (in place on a terminal); a failed read is shown " +
+			"and the watch goes on. -o json prints the response (one per line with --watch).",
+		setup: fleetCommand,
 	},
 	{
 		noun: "session", verb: "create",
@@ -264,6 +277,26 @@ var commands = []*command{
 	},
 }
 
+// nounCommand is the command a noun runs by itself ("fakctl fleet"), unless
+// args name one of the noun's verbs or ask for help.
+func nounCommand(noun string, args []string) *command {
+	cmd := findCommand(noun, "")
+	if cmd == nil {
+		return nil
+	}
+	if len(args) > 0 {
+		if args[0] == "help" {
+			return nil
+		}
+		for _, c := range commands {
+			if c.noun == noun && c.verb != "" && strings.Fields(c.verb)[0] == args[0] {
+				return nil
+			}
+		}
+	}
+	return cmd
+}
+
 func findCommand(noun, verb string) *command {
 	for _, cmd := range commands {
 		if cmd.noun == noun && cmd.verb == verb {
@@ -310,6 +343,10 @@ func printUsage(w io.Writer) {
 }
 
 func printNounUsage(w io.Writer, noun string) {
+	if cmd := findCommand(noun, ""); cmd != nil {
+		printCommandHelp(w, cmd) // the noun is itself a command
+		return
+	}
 	fmt.Fprintf(w, "Usage: fakctl %s <subcommand> [options] [args]\n\nSubcommands:\n", noun)
 	for _, cmd := range commands {
 		if cmd.noun == noun {
@@ -322,7 +359,7 @@ func printNounUsage(w io.Writer, noun string) {
 func printCommandHelp(w io.Writer, cmd *command) {
 	fs := newGlobalFlagSet()
 	cmd.setup(fs)
-	line := append([]string{"fakctl", cmd.noun, cmd.verb}, cmd.args...)
+	line := append([]string{"fakctl", cmd.path()}, cmd.args...)
 	if cmd.flags != "" {
 		line = append(line, cmd.flags)
 	}

@@ -61,6 +61,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !isNoun(noun) {
 		return c.usageFailure(usageErrorf("unknown command %q", noun), printUsage)
 	}
+	if cmd := nounCommand(noun, rest[1:]); cmd != nil {
+		return c.runCommand(ctx, cmd, rest[1:])
+	}
 	printNoun := func(w io.Writer) { printNounUsage(w, noun) }
 	rest, err = c.parseGlobals(rest[1:])
 	if errors.Is(err, errHelp) {
