@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
@@ -44,12 +45,16 @@ type peerClients struct {
 
 type peerPool struct {
 	httpClient *http.Client
-	mu         sync.Mutex
-	peers      map[string]*peerClients
+	// scheme of peers' APIs: https when this node has a TLS identity, since
+	// gossip carries bare host:port addresses and a fleet is all TLS or not.
+	scheme string
+	mu     sync.Mutex
+	peers  map[string]*peerClients
 }
 
-func newPeerPool(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *peerPool {
-	return &peerPool{httpClient: apiclient.NewHTTPClientDialer(dial), peers: make(map[string]*peerClients)}
+func newPeerPool(dial func(ctx context.Context, network, addr string) (net.Conn, error), tlsCfg *tls.Config) *peerPool {
+	return &peerPool{httpClient: apiclient.NewTLSHTTPClient(tlsCfg, dial), scheme: apiclient.Scheme(tlsCfg != nil),
+		peers: make(map[string]*peerClients)}
 }
 
 func (p *peerPool) get(addr string) *peerClients {
@@ -60,7 +65,7 @@ func (p *peerPool) get(addr string) *peerClients {
 	}
 	base := addr
 	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		base = p.scheme + "://" + base
 	}
 	c := &peerClients{
 		session:   fakv1connect.NewSessionServiceClient(p.httpClient, base),

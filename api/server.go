@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net"
@@ -43,6 +44,10 @@ type Config struct {
 	AttachmentTTL time.Duration
 	// DefaultPolicy fills the zero fields of a new session's policy.
 	DefaultPolicy *fakv1.Policy
+	// TLS, when set, serves the API over TLS (HTTP/2 by ALPN, HTTP/1.1)
+	// with this configuration; PeerTLS is the client configuration for
+	// calls to peers' APIs (https). Both nil: plaintext h2c.
+	TLS, PeerTLS *tls.Config
 	// Leave makes the node leave the cluster and shut down.
 	Leave  func() error
 	Logger hclog.Logger
@@ -74,13 +79,15 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		cfg.AttachmentTTL = AttachmentTTL
 	}
 	s := &Server{
-		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext),
+		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext, cfg.PeerTLS),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
+	p.SetHTTP2(true)
 	s.http = &http.Server{
+		TLSConfig:         cfg.TLS,
 		Handler:           s.Handler(),
 		Protocols:         p,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -178,7 +185,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 (h2c) on ln, so the Connect,
 // gRPC and gRPC-Web protocols all work without TLS.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	err := s.serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

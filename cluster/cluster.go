@@ -108,7 +108,7 @@ func (c *Cluster) setupRaft() error {
 		store.Close()
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
-	layer, err := newTCPStreamLayer(c.cfg.RaftAddr, c.cfg.AdvertiseRaft)
+	layer, err := newTCPStreamLayer(c.cfg.RaftAddr, c.cfg.AdvertiseRaft, c.cfg.TLS)
 	if err != nil {
 		store.Close()
 		return err

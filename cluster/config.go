@@ -37,6 +37,14 @@ type Config struct {
 	// Raft configuration (while quorum allows).
 	DeadServerGrace time.Duration
 
+	// GossipKeys encrypt and authenticate gossip (AES, 16/24/32 bytes): the
+	// first encrypts, all decrypt, so a key is rotated by adding it second
+	// everywhere, then making it first, then dropping the old one. Empty:
+	// gossip in the clear.
+	GossipKeys [][]byte
+	// TLS, when set, makes Raft mutual TLS between nodes of one CA.
+	TLS *NodeTLS
+
 	// Raft tuning; zero values take the defaults of DefaultRaftConfig.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration

@@ -156,6 +156,10 @@ func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
 	}
 	mc.Delegate = g
 	mc.Events = g
+	if err := setGossipKeys(mc, cfg.GossipKeys); err != nil {
+		nt.Shutdown()
+		return nil, err
+	}
 	list, err := memberlist.Create(mc)
 	if err != nil {
 		nt.Shutdown()
@@ -311,4 +315,21 @@ func (t *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.C
 
 func (t *gossipTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	return t.source.dialer(a.Addr, timeout).Dial("tcp", a.Addr)
+}
+
+// setGossipKeys turns on gossip encryption: keys[0] encrypts, every key
+// decrypts, and unencrypted messages are refused both ways, so a node
+// without a key of the ring can neither join nor read the fleet's gossip.
+func setGossipKeys(mc *memberlist.Config, keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ring, err := memberlist.NewKeyring(keys, keys[0])
+	if err != nil {
+		return fmt.Errorf("gossip keys: %w", err)
+	}
+	mc.Keyring = ring
+	mc.GossipVerifyIncoming = true
+	mc.GossipVerifyOutgoing = true
+	return nil
 }

@@ -135,6 +135,10 @@ func (c *Cluster) reconcile(missing map[raft.ServerID]time.Time) {
 				continue
 			}
 		}
+		if err := c.verifyRaftPeer(string(addr)); err != nil {
+			c.logger.Warn("reconcile: not adding a server whose raft identity fails verification", "server", id, "error", err)
+			continue
+		}
 		var f raft.IndexFuture
 		if m.Meta.Voter {
 			f = c.raft.AddVoter(id, addr, 0, raftTimeout)

@@ -15,6 +15,7 @@ package guard
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ type Options struct {
 	SessionID string
 	// Addr is the base URL of a fak node; Token its API token (may be empty).
 	Addr, Token string
+	// TLS is the client TLS configuration for an https Addr (nil: Go's
+	// defaults; a fleet with mutual TLS needs a client certificate).
+	TLS *tls.Config
 	// Command is the child's argv.
 	Command []string
 	// Exe is the absolute path of the fak binary (the hooks' command).
@@ -75,7 +79,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 
-	httpClient := apiclient.NewHTTPClient()
+	httpClient := apiclient.NewTLSHTTPClient(o.TLS, nil)
 	defer httpClient.CloseIdleConnections()
 	var opts []connect.ClientOption
 	if o.Token != "" {

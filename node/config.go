@@ -26,6 +26,14 @@ type Config struct {
 	Join            []string
 	Voter           bool
 
+	// GossipKeys (base64 AES keys, 16/24/32 bytes) encrypt gossip: the
+	// first encrypts, all decrypt (rotation). Empty: gossip in the clear.
+	GossipKeys []string
+	// TLSCert, TLSKey, TLSCA: the node's certificate, key and the fleet's
+	// CA (PEM files). All three turn on mutual TLS for Raft and the API;
+	// none leaves both plaintext.
+	TLSCert, TLSKey, TLSCA string
+
 	// Tokens accepted on the API; empty disables auth (tests only).
 	Tokens        []string
 	MaxEventBytes int
@@ -83,6 +91,9 @@ func (c *Config) Validate() error {
 		if err != nil || port == "0" || net.ParseIP(host) == nil || net.ParseIP(host).IsUnspecified() {
 			return fmt.Errorf("%s %q: want a specific ip:port", flag, addr)
 		}
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.RecoverAfter < 0 {
 		return errors.New("--recover-after must be >= 0")

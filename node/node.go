@@ -62,6 +62,11 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := cfg.loadSecurity()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		f.Close()
@@ -80,6 +85,7 @@ func Start(cfg Config) (*Node, error) {
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs,
 		Logger:       logger,
+		GossipKeys:   sec.gossipKeys, TLS: sec.tls,
 	}, f)
 	if err != nil {
 		ln.Close()
@@ -105,9 +111,10 @@ func Start(cfg Config) (*Node, error) {
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Logger: logger,
+		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(),
 	}, c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
-	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens)
+	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens, sec.peerClientTLS())
 	n.runner = runner.New(runner.Config{
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
 		Adapters: adapters,

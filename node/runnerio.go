@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"math"
 	"net"
@@ -29,13 +30,15 @@ type apiWriter struct {
 	lifecycle fakv1connect.LifecycleServiceClient
 }
 
-func newAPIWriter(apiAddr string, tokens []string) *apiWriter {
-	base := "http://" + apiAddr
+// With tlsCfg (the node's peer client configuration) the writer reaches
+// its own API over mutual TLS, as a peer would.
+func newAPIWriter(apiAddr string, tokens []string, tlsCfg *tls.Config) *apiWriter {
+	base := apiclient.Scheme(tlsCfg != nil) + "://" + apiAddr
 	var opts []connect.ClientOption
 	if len(tokens) > 0 {
 		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(tokens[0])))
 	}
-	hc := apiclient.NewHTTPClient()
+	hc := apiclient.NewTLSHTTPClient(tlsCfg, nil)
 	return &apiWriter{
 		http:      hc,
 		runner:    fakv1connect.NewRunnerServiceClient(hc, base, opts...),

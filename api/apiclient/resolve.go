@@ -22,12 +22,25 @@ const (
 // ResolveAddr picks the node address: the flag, then FAK_ADDR, then
 // DefaultAddr, normalized by NormalizeAddr.
 func ResolveAddr(flag string, getenv func(string) string) (string, error) {
+	return ResolveAddrTLS(flag, getenv, false)
+}
+
+// ResolveAddrTLS is ResolveAddr for a client that may use TLS: with tlsOn
+// (TLS files are configured), an address without a scheme, and the
+// default address, mean https. FAK_ADDR may always say https:// itself.
+func ResolveAddrTLS(flag string, getenv func(string) string, tlsOn bool) (string, error) {
 	addr := flag
 	if addr == "" {
 		addr = getenv("FAK_ADDR")
 	}
 	if addr == "" {
 		addr = DefaultAddr
+		if tlsOn {
+			addr = strings.TrimPrefix(addr, "http://")
+		}
+	}
+	if tlsOn && !strings.Contains(addr, "://") {
+		addr = "https://" + strings.TrimSpace(addr)
 	}
 	return NormalizeAddr(addr)
 }

@@ -85,6 +85,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		accountRefs      stringList
 		providers        stringList
 		models           stringList
+		gossipKeys       stringList
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name: its stable identity in Raft and gossip (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
@@ -109,6 +110,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&providers, "provider", "provider this node can run (repeatable)")
 	fs.Var(&models, "model", "model this node can run (repeatable)")
 	fs.DurationVar(&cfg.RecoverAfter, "recover-after", node.DefaultRecoverAfter, "recover a node's sessions on other nodes after it has been dead in gossip this long")
+	fs.Var(&gossipKeys, "gossip-key", "base64 gossip encryption key (16/24/32 bytes; `fak keygen`); repeatable: the first encrypts, all decrypt (rotation)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node certificate (PEM) for mutual TLS on Raft and the API; needs --tls-key and --tls-ca (`fak tls init`)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node private key (PEM) for --tls-cert")
+	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificate (PEM) that signs every node and client certificate of the fleet")
 	fs.BoolVar(&leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster gracefully before exiting")
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -124,6 +129,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Join = join
+	cfg.GossipKeys = gossipKeys
 	cfg.Labels, cfg.AccountRefs, cfg.Providers, cfg.Models = labels.m, accountRefs, providers, models
 	logger, err := newLogger("fak", logLevel, logJSON, stderr)
 	if err != nil {

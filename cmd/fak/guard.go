@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	"github.com/fak-dev/fak/guard"
 )
 
@@ -41,6 +42,8 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "bind the launch to this session `ID` (default: create one titled \"PROVIDER in CWD\")")
 	addr := fs.String("addr", "", "fak node to talk to, as `URL` or host:port (env FAK_ADDR; default "+guard.DefaultAddr+")")
 	token := fs.String("token", "", "API `TOKEN` (env FAK_TOKEN; else the file named by FAK_TOKEN_FILE; else ./"+guard.DevTokenFile+")")
+	var tlsFiles apiclient.TLSFiles
+	registerClientTLSFlags(fs, &tlsFiles)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), guardUsage)
 		fs.PrintDefaults()
@@ -55,7 +58,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fak guard: a command to run is required (fak guard [flags] -- CMD [ARGS...])")
 		return 2
 	}
-	baseURL, err := guard.ResolveAddr(*addr, os.Getenv)
+	baseURL, tlsCfg, err := resolveClient(*addr, tlsFiles, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "fak guard: %v\n", err)
 		return 2
@@ -76,7 +79,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	code, err := guard.Run(context.Background(), guard.Options{
-		Provider: *provider, SessionID: *session, Addr: baseURL, Token: apiToken,
+		Provider: *provider, SessionID: *session, Addr: baseURL, Token: apiToken, TLS: tlsCfg,
 		Command: fs.Args(), Exe: exe, Cwd: cwd, Environ: os.Environ(),
 		Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 	})

@@ -20,6 +20,8 @@ is alive (GET /v1/health: it knows a leader) or, with --ready, ready
 (GET /v1/health/ready: it knows a leader and has applied what is committed).
 Prints the node's answer; exit 0 if healthy, 1 if not or unreachable. No
 token is needed. Meant for container health checks (the image has no shell).
+A fleet with mutual TLS needs --tls-ca, --tls-cert and --tls-key (or
+FAK_CACERT, FAK_CLIENT_CERT, FAK_CLIENT_KEY); then host:port means https.
 
 `
 
@@ -29,6 +31,8 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, healthUsage); fs.PrintDefaults() }
 	ready := fs.Bool("ready", false, "check readiness (/v1/health/ready) instead of liveness (/v1/health)")
 	addrFlag := fs.String("addr", "", "node API address (FAK_ADDR, default "+apiclient.DefaultAddr+")")
+	var tlsFiles apiclient.TLSFiles
+	registerClientTLSFlags(fs, &tlsFiles)
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -40,7 +44,7 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fak health: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	addr, err := apiclient.ResolveAddr(*addrFlag, os.Getenv)
+	addr, tlsCfg, err := resolveClient(*addrFlag, tlsFiles, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "fak health: %v\n", err)
 		return 2
@@ -56,7 +60,10 @@ func runHealth(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fak health: %v\n", err)
 		return 2
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// HTTP/1.1 (or HTTP/2 over TLS): a health check is one plain GET.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "fak health: %v\n", err)
 		return 1

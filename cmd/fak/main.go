@@ -21,6 +21,9 @@ Commands:
   guard-sessionstart, guard-sessionend
           The provider hooks fak guard injects (hook JSON on stdin)
   health  Check the node at --addr is alive, or ready with --ready (exit 0/1)
+  tls init
+          Create a dev CA and node and client certificates for mutual TLS
+  keygen  Print a new gossip encryption key (for agent --gossip-key)
   version Print the version
 
 Run 'fak <command> -h' for the flags of a command.
@@ -62,6 +65,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runGuardHook(guard.EventSessionEnd, args[1:], stderr)
 	case "health":
 		return runHealth(args[1:], stdout, stderr)
+	case "tls":
+		return runTLS(args[1:], stdout, stderr)
+	case "keygen":
+		return runKeygen(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "fak", version)
 		return 0

@@ -106,6 +106,7 @@ type openOptions struct {
 	name string
 	// approve is ask, yes or no; "" means ask on a terminal, no otherwise.
 	approve string
+	tls     apiclient.TLSFiles
 }
 
 var errInterrupted = errors.New("interrupted")
@@ -126,6 +127,7 @@ func parseOpenArgs(args []string, stderr io.Writer) (openOptions, error) {
 	}
 	fs.StringVar(&o.addr, "addr", "", "`URL` of any fak node (default $FAK_ADDR, else "+defaultAPIAddr+")")
 	fs.StringVar(&o.token, "token", "", "API `token` (default $FAK_TOKEN, $FAK_TOKEN_FILE, else "+devTokenFile+")")
+	registerClientTLSFlags(fs, &o.tls)
 	fs.BoolVar(&o.steal, "steal", false, "take the input lease even when another client holds it")
 	fs.Func("from", "replay from this `SEQ` (default: the last "+strconv.Itoa(defaultReplay)+" events)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -236,7 +238,7 @@ func (o *opener) run(ctx context.Context) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	base, err := resolveAPIAddr(o.opts.addr, getenv)
+	base, tlsCfg, err := resolveClient(o.opts.addr, o.opts.tls, getenv)
 	if err != nil {
 		return usageError{err.Error()}
 	}
@@ -252,7 +254,7 @@ func (o *opener) run(ctx context.Context) error {
 	}
 	httpClient := o.io.httpClient
 	if httpClient == nil {
-		httpClient = apiclient.NewHTTPClient()
+		httpClient = apiclient.NewTLSHTTPClient(tlsCfg, nil)
 		defer httpClient.CloseIdleConnections()
 	}
 	var clientOpts []connect.ClientOption

@@ -47,7 +47,11 @@ func newCLI(stdout, stderr io.Writer) *cli {
 // connect resolves the address and token from flags, environment and token
 // files, and builds the HTTP client. It does no I/O on the network.
 func (c *cli) connect() error {
-	baseURL, err := resolveAddr(c.opts.addr, c.getenv)
+	tlsCfg, tlsOn, err := c.tlsClient()
+	if err != nil {
+		return err
+	}
+	baseURL, err := resolveAddrTLS(c.opts.addr, c.getenv, tlsOn)
 	if err != nil {
 		return err
 	}
@@ -60,7 +64,7 @@ func (c *cli) connect() error {
 		return err
 	}
 	c.baseURL = baseURL
-	c.httpClient = apiclient.NewHTTPClient()
+	c.httpClient = apiclient.NewTLSHTTPClient(tlsCfg, nil)
 	if token != "" {
 		c.clientOpts = append(c.clientOpts, connect.WithInterceptors(apiclient.Bearer(token)))
 	}
@@ -99,7 +103,13 @@ func unaryContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // resolveAddr picks the node address from the flag, then FAK_ADDR, then the
 // default, and normalizes it. A bad address is a usage error.
 func resolveAddr(flagAddr string, getenv func(string) string) (string, error) {
-	baseURL, err := apiclient.ResolveAddr(flagAddr, getenv)
+	return resolveAddrTLS(flagAddr, getenv, false)
+}
+
+// resolveAddrTLS is resolveAddr where, with TLS options given, an address
+// without a scheme means https.
+func resolveAddrTLS(flagAddr string, getenv func(string) string, tlsOn bool) (string, error) {
+	baseURL, err := apiclient.ResolveAddrTLS(flagAddr, getenv, tlsOn)
 	if err != nil {
 		return "", usageErrorf("%v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/fak-dev/fak/api/apiclient"
 )
 
 // Output formats for -o.
@@ -32,6 +34,7 @@ type globalOptions struct {
 	addr   string
 	token  string
 	output string
+	tls    apiclient.TLSFiles // tlsflags.go
 }
 
 // register binds the global flags to o. The current values become the
@@ -43,6 +46,7 @@ func (o *globalOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.token, "token", o.token,
 		"API `TOKEN` (env FAK_TOKEN; else the file named by FAK_TOKEN_FILE; else ./"+devTokenPath+")")
 	fs.StringVar(&o.output, "o", o.output, "output `FORMAT`: table or json")
+	o.registerTLS(fs)
 }
 
 func (o *globalOptions) validate() error {
@@ -53,7 +57,7 @@ func (o *globalOptions) validate() error {
 }
 
 func isGlobalFlag(name string) bool {
-	return name == "addr" || name == "token" || name == "o"
+	return name == "addr" || name == "token" || name == "o" || isTLSFlag(name)
 }
 
 // newGlobalFlagSet returns a flag set with only the global flags, bound to

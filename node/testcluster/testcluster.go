@@ -50,6 +50,12 @@ type Options struct {
 	// Configure, when set, adjusts each node's configuration before it
 	// starts (capabilities, labels, ...).
 	Configure func(name string, cfg *node.Config)
+	// GossipKeys encrypt the fleet's gossip (base64, first is primary).
+	GossipKeys []string
+	// TLS runs the fleet with mutual TLS: a CA made for the test issues
+	// each node a certificate, and the fleet's clients present a client
+	// certificate (see TLS.go).
+	TLS bool
 }
 
 // Node is one member of a test fleet, running or stopped.
@@ -60,6 +66,9 @@ type Node struct {
 	RaftAddr   string
 	GossipAddr string
 	Voter      bool
+	// Configure, when set, adjusts this node's configuration after
+	// Options.Configure (e.g. a wrong gossip key or certificate).
+	Configure func(cfg *node.Config)
 
 	mu      sync.Mutex
 	running *node.Node
@@ -79,6 +88,8 @@ type Cluster struct {
 	opts  Options
 	Nodes []*Node
 	http  *http.Client
+	// tls is the fleet's CA and files when Options.TLS (tls.go).
+	tls *fleetTLS
 }
 
 // New starts a fleet and waits until it has a ready leader.
@@ -90,8 +101,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "warn"
 	}
-	c := &Cluster{t: t, opts: opts, http: apiclient.NewHTTPClient()}
+	c := &Cluster{t: t, opts: opts}
 	dir := t.TempDir()
+	c.http = c.newHTTPClient(dir)
 	for i := 0; i < opts.Nodes; i++ {
 		c.Nodes = append(c.Nodes, &Node{
 			Name:       fmt.Sprintf("n%d", i+1),
@@ -145,8 +157,12 @@ func (c *Cluster) Start(n *Node) {
 			RecoverAfter: c.opts.RecoverAfter,
 			Logger:       logger,
 		}
+		c.secure(n, &cfg)
 		if c.opts.Configure != nil {
 			c.opts.Configure(n.Name, &cfg)
+		}
+		if n.Configure != nil {
+			n.Configure(&cfg)
 		}
 		running, err = node.Start(cfg)
 		if err == nil || time.Now().After(deadline) {
@@ -172,6 +188,13 @@ func (c *Cluster) Start(n *Node) {
 // AddNode starts a new node that joins the running fleet (voter or not).
 func (c *Cluster) AddNode(voter bool) *Node {
 	c.t.Helper()
+	return c.AddNodeWith(voter, nil)
+}
+
+// AddNodeWith is AddNode with configure applied to the new node's
+// configuration last (Node.Configure).
+func (c *Cluster) AddNodeWith(voter bool, configure func(cfg *node.Config)) *Node {
+	c.t.Helper()
 	i := len(c.Nodes)
 	n := &Node{
 		Name:       fmt.Sprintf("n%d", i+1),
@@ -180,6 +203,7 @@ func (c *Cluster) AddNode(voter bool) *Node {
 		RaftAddr:   freeAddr(c.t),
 		GossipAddr: freeAddr(c.t),
 		Voter:      voter,
+		Configure:  configure,
 	}
 	c.Nodes = append(c.Nodes, n)
 	c.Start(n)
@@ -266,22 +290,22 @@ func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) 
 
 // Sessions returns a SessionService client for a node's API.
 func (c *Cluster) Sessions(n *Node) fakv1connect.SessionServiceClient {
-	return fakv1connect.NewSessionServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+	return fakv1connect.NewSessionServiceClient(c.http, c.BaseURL(n), connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // ClusterClient returns a ClusterService client for a node's API.
 func (c *Cluster) ClusterClient(n *Node) fakv1connect.ClusterServiceClient {
-	return fakv1connect.NewClusterServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+	return fakv1connect.NewClusterServiceClient(c.http, c.BaseURL(n), connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // NodeClient returns a NodeService client for a node's API.
 func (c *Cluster) NodeClient(n *Node) fakv1connect.NodeServiceClient {
-	return fakv1connect.NewNodeServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+	return fakv1connect.NewNodeServiceClient(c.http, c.BaseURL(n), connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // RunnerClient returns a RunnerService client for a node's API.
 func (c *Cluster) RunnerClient(n *Node) fakv1connect.RunnerServiceClient {
-	return fakv1connect.NewRunnerServiceClient(c.http, "http://"+n.APIAddr, connect.WithInterceptors(apiclient.Bearer(Token)))
+	return fakv1connect.NewRunnerServiceClient(c.http, c.BaseURL(n), connect.WithInterceptors(apiclient.Bearer(Token)))
 }
 
 // Node returns the fleet member named name (nil if none).
@@ -294,7 +318,8 @@ func (c *Cluster) Node(name string) *Node {
 	return nil
 }
 
-// HTTPClient is the h2c client the fleet's API clients use.
+// HTTPClient is the client the fleet's API clients use: h2c, or HTTP/2
+// over TLS with the fleet's client certificate when Options.TLS.
 func (c *Cluster) HTTPClient() *http.Client { return c.http }
 
 // Context returns a context cancelled at the end of the test or timeout.
