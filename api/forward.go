@@ -78,10 +78,14 @@ func (p *peerPool) get(addr string) *peerClients {
 	return c
 }
 
-// forwardHeaders copies the caller's credentials onto a forwarded call.
+// forwardHeaders copies the caller's credentials and request id onto a
+// forwarded call, so the leader logs it under the same request id.
 func (s *Server) forwardHeaders(dst, src http.Header) {
 	if v := src.Get("Authorization"); v != "" {
 		dst.Set("Authorization", v)
+	}
+	if v := src.Get(HeaderRequestID); v != "" {
+		dst.Set(HeaderRequestID, v)
 	}
 	dst.Set(headerForwarded, s.cfg.NodeName)
 }
@@ -109,6 +113,7 @@ func leaderCall[T any](ctx context.Context, s *Server, hdr http.Header,
 			return zero, cluster.ErrNotLeader
 		} else if _, addr := s.cluster.Leader(); addr != "" && addr != s.cfg.APIAddr {
 			v, err := remote(ctx, s.peers.get(addr))
+			s.metrics.forwarded.WithLabelValues(procedureOf(ctx), codeLabel(err)).Inc()
 			if err == nil || !retryableRemote(ctx, err) {
 				return v, err
 			}

@@ -21,7 +21,12 @@ type lifecycleHandler struct {
 	s *Server
 }
 
-func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[fakv1.BindLaunchRequest]) (*connect.Response[fakv1.BindLaunchResponse], error) {
+func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[fakv1.BindLaunchRequest]) (resp *connect.Response[fakv1.BindLaunchResponse], err error) {
+	// A bind is a duplicate when the launch already has this default
+	// session (as this replica sees it): its derived request id makes the
+	// FSM return the first bind's result, so the result cannot tell.
+	var duplicate bool
+	defer func() { h.s.observeHook(req.Header(), hookBindLaunch, duplicate, err) }()
 	m := req.Msg
 	if m.LaunchId == "" || len(m.LaunchId) > fsm.MaxSessionIDBytes {
 		return nil, invalidArgument("launch_id must be 1-%d bytes", fsm.MaxSessionIDBytes)
@@ -37,12 +42,16 @@ func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[
 		// The caller's credentials go along when a follower forwards the
 		// create to the leader.
 		create.Header().Set("Authorization", req.Header().Get("Authorization"))
+		create.Header().Set(HeaderRequestID, req.Header().Get(HeaderRequestID))
 		created, err := (&sessionHandler{s: h.s}).CreateSession(ctx, create)
 		if err != nil {
 			return nil, err
 		}
 		sessionID = created.Msg.Session.SessionId
 		m.SessionId = sessionID
+	}
+	if l, lerr := h.s.fsm.Launch(m.LaunchId); lerr == nil && l.DefaultSession == sessionID {
+		duplicate = true
 	}
 	cmd := &fsmpb.Command{RequestId: "req_bind_" + m.LaunchId + "_" + sessionID, Body: &fsmpb.Command_BindLaunch{BindLaunch: &fsmpb.BindLaunch{
 		LaunchId: m.LaunchId, Provider: m.Provider, SessionId: sessionID}}}
@@ -56,7 +65,8 @@ func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[
 		})
 }
 
-func (h *lifecycleHandler) ProviderSessionStart(ctx context.Context, req *connect.Request[fakv1.ProviderSessionStartRequest]) (*connect.Response[fakv1.ProviderSessionStartResponse], error) {
+func (h *lifecycleHandler) ProviderSessionStart(ctx context.Context, req *connect.Request[fakv1.ProviderSessionStartRequest]) (resp *connect.Response[fakv1.ProviderSessionStartResponse], err error) {
+	defer func() { h.s.observeHook(req.Header(), hookStart, resp != nil && redelivery(resp.Msg.Boundary), err) }()
 	m := req.Msg
 	if err := h.s.stampRequestID(&m.RequestId); err != nil {
 		return nil, err
@@ -75,7 +85,8 @@ func (h *lifecycleHandler) ProviderSessionStart(ctx context.Context, req *connec
 		})
 }
 
-func (h *lifecycleHandler) ProviderSessionEnd(ctx context.Context, req *connect.Request[fakv1.ProviderSessionEndRequest]) (*connect.Response[fakv1.ProviderSessionEndResponse], error) {
+func (h *lifecycleHandler) ProviderSessionEnd(ctx context.Context, req *connect.Request[fakv1.ProviderSessionEndRequest]) (resp *connect.Response[fakv1.ProviderSessionEndResponse], err error) {
+	defer func() { h.s.observeHook(req.Header(), hookEnd, resp != nil && redelivery(resp.Msg.Boundary), err) }()
 	m := req.Msg
 	if err := h.s.stampRequestID(&m.RequestId); err != nil {
 		return nil, err

@@ -250,7 +250,7 @@ func (h *nodeHandler) DrainNode(ctx context.Context, req *connect.Request[fakv1.
 		func(res *fsmpb.Result) *fakv1.DrainNodeResponse {
 			load, err := h.s.nodeLoad()
 			if err != nil {
-				h.s.logger.Warn("drain: node load", "error", err)
+				h.s.log(ctx).Warn("drain: node load", "error", err)
 			}
 			return &fakv1.DrainNodeResponse{Node: nodeToAPI(res.GetNode(), h.s.gossipStatus(), load)}
 		},

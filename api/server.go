@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
@@ -51,6 +52,9 @@ type Config struct {
 	// Leave makes the node leave the cluster and shut down.
 	Leave  func() error
 	Logger hclog.Logger
+	// Metrics is the node's registry: the API registers its metrics in it
+	// and serves it on GET /metrics (nil: a registry of its own).
+	Metrics *prometheus.Registry
 }
 
 // Server serves the fak.v1 services of one node.
@@ -62,6 +66,7 @@ type Server struct {
 	logger     hclog.Logger
 	http       *http.Server
 	shutdownCh chan struct{}
+	metrics    *apiMetrics
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -72,6 +77,9 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = LeaseTTL
 	}
@@ -81,6 +89,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	s := &Server{
 		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext, cfg.PeerTLS),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
+		metrics: newAPIMetrics(cfg.Metrics),
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -101,8 +110,9 @@ func (s *Server) Handler() http.Handler {
 	// Requests may carry up to 1000 events; reject an oversized event with
 	// INVALID_ARGUMENT (our check) rather than a transport-level error.
 	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
+	auth := newAuthInterceptor(s.cfg.Tokens)
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(newAuthInterceptor(s.cfg.Tokens)),
+		connect.WithInterceptors(callInterceptor{s}, auth),
 		connect.WithReadMaxBytes(readMax),
 		// Responses are small; gzip-compressing each one cost ~8% of the
 		// CPU of a loaded fleet. Large pages (ReadEvents) still compress.
@@ -123,7 +133,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/health/ready", s.ready)
 	// The browser page: public static files (no data); its RPCs carry the token.
 	mux.Handle(web.Prefix, web.Handler())
-	return mux
+	mux.Handle("GET /metrics", requireToken(auth, s.metricsHandler()))
+	return withRequestID(mux)
 }
 
 // health answers plain JSON: 200 while the node knows a leader, 503 if not.

@@ -51,6 +51,7 @@ type inflightEntry struct {
 type applier struct {
 	raft     *raft.Raft
 	logger   hclog.Logger
+	obs      Observer
 	queue    chan *proposal
 	inflight chan inflightEntry
 	// slots bounds the entries in Raft at once, across both paths.
@@ -60,10 +61,11 @@ type applier struct {
 	wg       sync.WaitGroup
 }
 
-func newApplier(r *raft.Raft, logger hclog.Logger) *applier {
+func newApplier(r *raft.Raft, logger hclog.Logger, obs Observer) *applier {
 	a := &applier{
 		raft:     r,
 		logger:   logger,
+		obs:      obs,
 		queue:    make(chan *proposal, proposalQueue),
 		inflight: make(chan inflightEntry, maxInflight),
 		slots:    make(chan struct{}, maxInflight),
@@ -80,9 +82,17 @@ func (a *applier) stop() {
 	a.wg.Wait()
 }
 
-// submit proposes cmd and waits for its result. The leader stamps time here.
+// submit proposes cmd and waits for its result, measuring how long that
+// took. The leader stamps time here.
 func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
-	cmd.TimeUnixNano = time.Now().UnixNano()
+	start := time.Now()
+	cmd.TimeUnixNano = start.UnixNano()
+	res, err := a.propose(ctx, cmd)
+	a.obs.ObserveApply(time.Since(start), err)
+	return res, err
+}
+
+func (a *applier) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	if len(a.queue) == 0 {
 		select {
 		case a.slots <- struct{}{}:
@@ -125,6 +135,7 @@ func (a *applier) proposeAlone(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
+	a.obs.ObserveEntry(1)
 	f := a.raft.Apply(data, 0)
 	if err := f.Error(); err != nil {
 		return nil, mapRaftError(err)
@@ -179,6 +190,7 @@ func (a *applier) batchLoop() {
 			a.drainQueue()
 			return
 		}
+		a.obs.ObserveEntry(len(cmds))
 		f := a.raft.Apply(data, 0)
 		select {
 		case a.inflight <- inflightEntry{future: f, proposals: batch}:

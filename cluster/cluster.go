@@ -81,7 +81,7 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	}
 	c.gossip = g
 	c.gossipRef.Store(g)
-	c.applier = newApplier(c.raft, c.logger.Named("applier"))
+	c.applier = newApplier(c.raft, c.logger.Named("applier"), c.cfg.observer())
 
 	c.wg.Add(2)
 	go c.monitorLeadership()
@@ -123,7 +123,7 @@ func (c *Cluster) setupRaft() error {
 	rc := c.cfg.raftConfig()
 	notify := make(chan bool, 10)
 	rc.NotifyCh = notify
-	r, err := raft.NewRaft(rc, c.fsm, cache, store, snaps, trans)
+	r, err := raft.NewRaft(rc, c.raftFSM(), cache, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()

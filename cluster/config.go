@@ -50,6 +50,9 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
 
+	// Observer receives apply, batch and snapshot measurements (nil: none).
+	Observer Observer
+
 	Logger hclog.Logger
 }
 

@@ -396,6 +396,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 				SessionId: s.SessionId, MoveId: m.MoveId, Placement: d.Placement, Checks: d.Passed(), Degradation: d.Degradation,
 			}}},
 			done: func() {
+				mv.n.metrics.moveAdmitted(m, time.Now().UnixNano())
 				mv.n.logger.Info("move controller: destination admitted", "session", s.SessionId, "move", m.MoveId, "to", d.Node)
 			}}
 	case fsm.MoveAdmitted:
@@ -412,6 +413,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 				SessionId: s.SessionId, MoveId: m.MoveId,
 			}}},
 			done: func() {
+				mv.n.metrics.moveEnded(m, "committed", time.Now().UnixNano())
 				mv.n.logger.Info("move controller: cutover committed", "session", s.SessionId, "move", m.MoveId,
 					"to", m.Admitted.GetNode(), "epoch", m.NewEpoch, "elapsed", time.Duration(time.Now().UnixNano()-m.RequestedUnixNano))
 			}}
@@ -443,15 +445,16 @@ func (mv *mover) checkpointRecovery(s *fsmpb.Session) *step {
 func (mv *mover) fail(s *fsmpb.Session, reason string, unsafe bool) *step {
 	m := s.Move
 	reason = truncateUTF8(reason, fsm.MaxReasonBytes)
-	state := fsm.MoveFailed
+	state, outcome := fsm.MoveFailed, "failed"
 	if unsafe {
-		state = fsm.MoveUnsafe
+		state, outcome = fsm.MoveUnsafe, "unsafe"
 	}
 	return &step{s: s, name: "fail", requestID: stepID(m.MoveId, "fail"),
 		cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{
 			SessionId: s.SessionId, MoveId: m.MoveId, Reason: reason, Unsafe: unsafe,
 		}}},
 		done: func() {
+			mv.n.metrics.moveEnded(m, outcome, time.Now().UnixNano())
 			mv.n.logger.Warn("move controller: move failed; the source stays authoritative", "session", s.SessionId,
 				"move", m.MoveId, "state", state, "phase", m.State, "reason", reason)
 		}}

@@ -33,6 +33,7 @@ type Node struct {
 	apiLn    net.Listener
 	runner   *runner.Runner
 	runnerIO *apiWriter
+	metrics  *metrics
 
 	// Background controllers (the reaper, the move controller) run under
 	// bgCtx until shutdown; they act only while this node leads.
@@ -76,6 +77,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.AdvertiseAPI != "" {
 		apiAddr = cfg.AdvertiseAPI
 	}
+	m := newMetrics()
 	c, err := cluster.New(cluster.Config{
 		Name: cfg.Name, DataDir: cfg.DataDir,
 		RaftAddr: cfg.RaftAddr, GossipAddr: cfg.GossipAddr, APIAddr: apiAddr,
@@ -84,6 +86,7 @@ func Start(cfg Config) (*Node, error) {
 		DeadServerGrace:   cfg.DeadServerGrace,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs,
+		Observer:     m,
 		Logger:       logger,
 		GossipKeys:   sec.gossipKeys, TLS: sec.tls,
 	}, f)
@@ -104,15 +107,16 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln,
+		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln, metrics: m,
 		serveErr: make(chan error, 1), done: make(chan struct{}),
 	}
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
-		Leave: n.leaveAndShutdown, Logger: logger,
+		Leave: n.leaveAndShutdown, Logger: logger, Metrics: m.reg,
 		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(),
 	}, c, f)
+	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
 	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens, sec.peerClientTLS())
 	n.runner = runner.New(runner.Config{
