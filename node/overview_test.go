@@ -147,14 +147,25 @@ func TestCluster_Overview(t *testing.T) {
 		t.Errorf("stale: %d nodes, applied %d, %d sessions", len(st.Nodes), st.AppliedIndex, len(st.Sessions))
 	}
 
-	// A stopped node: gossip stops calling it alive, and its own status
-	// cannot be read.
+	// A node joining as a non-voter is a nonvoter in Raft.
 	var lost *testcluster.Node
 	for _, n := range c.Followers() {
 		if n != via {
 			lost = n
 		}
 	}
+	nv := c.AddNode(false)
+	c.WaitFor(60*time.Second, nv.Name+" a nonvoter in the overview", func() bool {
+		resp, err := c.ClusterClient(via).Overview(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.OverviewRequest{}))
+		if err != nil {
+			return false
+		}
+		n := overviewNode(resp.Msg, nv.Name)
+		return len(resp.Msg.Nodes) == 4 && n != nil && n.RaftRole == "nonvoter" && n.GossipStatus == "alive" && n.Error == ""
+	})
+
+	// A stopped node: gossip stops calling it alive, and its own status
+	// cannot be read.
 	c.Stop(lost)
 	c.WaitFor(60*time.Second, lost.Name+" not alive in the overview", func() bool {
 		resp, err := c.ClusterClient(via).Overview(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.OverviewRequest{}))
