@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -13,72 +15,216 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
 )
 
-// LoadTokens reads bearer tokens from a file: one per line, blank lines and
-// lines starting with # ignored.
-func LoadTokens(path string) ([]string, error) {
+// Token is a bearer token a node accepts from its tokens file, with the role
+// it grants. Its String never shows the secret, so a logged config does not
+// leak it.
+type Token struct {
+	Secret string
+	Role   fakv1.Role
+}
+
+func (t Token) String() string   { return RoleName(t.Role) + " token" }
+func (t Token) GoString() string { return "api.Token{" + RoleName(t.Role) + "}" }
+
+// OperatorToken is a token with every right (a dev fleet's, a test's).
+func OperatorToken(secret string) Token { return Token{Secret: secret, Role: RoleOperator} }
+
+// OperatorSecret returns the secret of the first operator token, the one a
+// node's own runner writes with.
+func OperatorSecret(tokens []Token) (string, bool) {
+	for _, t := range tokens {
+		if t.Role == RoleOperator {
+			return t.Secret, true
+		}
+	}
+	return "", false
+}
+
+// LoadTokens reads a tokens file: each line `<role> <token>` (role one of
+// operator, agent, read) or a bare `<token>`, which is an operator token
+// (files written before roles existed). Blank lines and lines starting with
+// # are ignored.
+func LoadTokens(path string) ([]Token, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	defer f.Close()
-	var tokens []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	return ParseTokens(f, path)
+}
+
+// ParseTokens reads the tokens file format from r; name labels errors.
+// Errors name the line, never its content: it may hold a secret.
+func ParseTokens(r io.Reader, name string) ([]Token, error) {
+	var tokens []Token
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		tokens = append(tokens, line)
+		fields := strings.Fields(line)
+		switch len(fields) {
+		case 1:
+			tokens = append(tokens, OperatorToken(fields[0]))
+		case 2:
+			role, ok := ParseRole(fields[0])
+			if !ok {
+				return nil, fmt.Errorf("token file %s line %d: unknown role (want operator, agent or read before the token)", name, n)
+			}
+			tokens = append(tokens, Token{Secret: fields[1], Role: role})
+		default:
+			return nil, fmt.Errorf("token file %s line %d: want `<role> <token>` or `<token>`", name, n)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("token file %s: %w", path, err)
+		return nil, fmt.Errorf("token file %s: %w", name, err)
 	}
 	if len(tokens) == 0 {
-		return nil, fmt.Errorf("token file %s holds no token", path)
+		return nil, fmt.Errorf("token file %s holds no token", name)
 	}
 	return tokens, nil
 }
 
-// authInterceptor checks the bearer token of every unary and streaming RPC.
-// Tokens are compared as SHA-256 digests in constant time and never logged.
+// authInterceptor checks the bearer token and its role on every unary and
+// streaming RPC. A token is either one of the node's file tokens (compared
+// as SHA-256 digests in constant time) or an ACL token in the replicated
+// state, looked up by the digest in the local replica, so a revoke applies
+// on each node as soon as it applies the entry. Tokens are never logged.
 type authInterceptor struct {
-	digests [][32]byte
+	file []fileToken
+	fsm  *fsm.FSM // nil: file tokens only
 }
 
-func newAuthInterceptor(tokens []string) *authInterceptor {
-	a := &authInterceptor{}
+type fileToken struct {
+	digest [32]byte
+	role   fakv1.Role
+}
+
+// newAuthInterceptor builds the check; no file tokens disables
+// authentication (tests, --no-auth), though a procedure missing from the
+// role table is still refused.
+func newAuthInterceptor(tokens []Token, f *fsm.FSM) *authInterceptor {
+	a := &authInterceptor{fsm: f}
 	for _, t := range tokens {
-		a.digests = append(a.digests, sha256.Sum256([]byte(t)))
+		a.file = append(a.file, fileToken{digest: sha256.Sum256([]byte(t.Secret)), role: t.Role})
 	}
 	return a
 }
 
-func (a *authInterceptor) check(h http.Header) error {
-	if len(a.digests) == 0 {
-		return nil // auth disabled (tests, explicitly configured)
-	}
-	v := h.Get("Authorization")
-	token, ok := strings.CutPrefix(v, "Bearer ")
+func (a *authInterceptor) enabled() bool { return len(a.file) > 0 }
+
+func unauthenticated(msg string) *connect.Error {
+	return newError(connect.CodeUnauthenticated, &fakv1.ErrorInfo{Reason: ReasonUnauth}, msg)
+}
+
+func permissionDenied(msg string) *connect.Error {
+	return newError(connect.CodePermissionDenied, &fakv1.ErrorInfo{Reason: ReasonPermissionDenied}, msg)
+}
+
+// authenticate returns the role of the request's bearer token.
+func (a *authInterceptor) authenticate(h http.Header) (fakv1.Role, error) {
+	token, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return newError(connect.CodeUnauthenticated, &fakv1.ErrorInfo{Reason: ReasonUnauth}, "missing bearer token")
+		return 0, unauthenticated("missing bearer token")
 	}
 	d := sha256.Sum256([]byte(token))
-	match := 0
-	for _, want := range a.digests {
-		match |= subtle.ConstantTimeCompare(d[:], want[:])
+	// Compare with every file token, whatever matches, in constant time.
+	role := fakv1.Role_ROLE_UNSPECIFIED
+	for _, ft := range a.file {
+		if subtle.ConstantTimeCompare(d[:], ft.digest[:]) == 1 {
+			role = max(role, ft.role)
+		}
 	}
-	if match != 1 {
-		return newError(connect.CodeUnauthenticated, &fakv1.ErrorInfo{Reason: ReasonUnauth}, "invalid bearer token")
+	if role != fakv1.Role_ROLE_UNSPECIFIED {
+		return role, nil
+	}
+	if a.fsm != nil {
+		rec, err := a.fsm.LookupAclToken(d[:])
+		if err != nil {
+			return 0, connect.NewError(connect.CodeInternal, fmt.Errorf("token lookup: %w", err))
+		}
+		if rec != nil {
+			if r, ok := ParseRole(rec.Role); ok {
+				return r, nil
+			}
+		}
+	}
+	return 0, unauthenticated("invalid bearer token")
+}
+
+// authorize checks that the request may call procedure: known to the role
+// table, and (with auth on) carrying a token of at least the role it needs.
+func (a *authInterceptor) authorize(procedure string, h http.Header) error {
+	need, ok := requiredRole(procedure)
+	if !ok {
+		return permissionDenied("procedure " + procedure + " is not allowed to any role")
+	}
+	if !a.enabled() {
+		return nil
+	}
+	return a.require(need, h)
+}
+
+func (a *authInterceptor) require(need fakv1.Role, h http.Header) error {
+	have, err := a.authenticate(h)
+	if err != nil {
+		return err
+	}
+	if have < need {
+		return permissionDenied(RoleName(need) + " role required")
 	}
 	return nil
+}
+
+// check authenticates a plain HTTP request: any valid token (every role
+// includes read).
+func (a *authInterceptor) check(h http.Header) error {
+	if !a.enabled() {
+		return nil
+	}
+	_, err := a.authenticate(h)
+	return err
+}
+
+// requireRole guards a plain HTTP handler (not an RPC) with a role: 401
+// without a valid token, 403 with one of a lower role, a JSON error body
+// either way. Open when auth is off.
+func (a *authInterceptor) requireRole(role fakv1.Role, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.enabled() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if err := a.require(role, r.Header); err != nil {
+			code := http.StatusInternalServerError
+			switch connect.CodeOf(err) {
+			case connect.CodeUnauthenticated:
+				code = http.StatusUnauthorized
+				w.Header().Set("WWW-Authenticate", "Bearer")
+			case connect.CodePermissionDenied:
+				code = http.StatusForbidden
+			}
+			var msg string
+			if ce, ok := err.(*connect.Error); ok {
+				msg = ce.Message()
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (a *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if !req.Spec().IsClient {
-			if err := a.check(req.Header()); err != nil {
+			if err := a.authorize(req.Spec().Procedure, req.Header()); err != nil {
 				return nil, err
 			}
 		}
@@ -92,7 +238,7 @@ func (a *authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 
 func (a *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := a.check(conn.RequestHeader()); err != nil {
+		if err := a.authorize(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
 			return err
 		}
 		return next(ctx, conn)

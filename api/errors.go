@@ -19,8 +19,10 @@ const (
 	ReasonIndeterminate = "INDETERMINATE"
 	ReasonShuttingDown  = "SHUTTING_DOWN"
 	ReasonUnauth        = "UNAUTHENTICATED"
-	ReasonInvalid       = "INVALID_ARGUMENT"
-	ReasonNotFound      = "NOT_FOUND"
+	// A valid token whose role is below the one the procedure needs.
+	ReasonPermissionDenied = "PERMISSION_DENIED"
+	ReasonInvalid          = "INVALID_ARGUMENT"
+	ReasonNotFound         = "NOT_FOUND"
 )
 
 var reasonCodes = map[fsm.Reason]connect.Code{

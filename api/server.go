@@ -35,8 +35,10 @@ type Config struct {
 	NodeName string
 	// APIAddr is this node's advertised API address (host:port).
 	APIAddr string
-	// Tokens accepted as bearer tokens; empty disables authentication.
-	Tokens []string
+	// Tokens accepted as bearer tokens from the node's tokens file, with
+	// their roles; empty disables authentication. ACL tokens in the
+	// replicated state are accepted too while it is on.
+	Tokens []Token
 	// MaxEventBytes limits one event's text + data (default 1 MiB).
 	MaxEventBytes int
 	// LeaseTTL and AttachmentTTL override the input lease and attachment
@@ -110,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 	// Requests may carry up to 1000 events; reject an oversized event with
 	// INVALID_ARGUMENT (our check) rather than a transport-level error.
 	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
-	auth := newAuthInterceptor(s.cfg.Tokens)
+	auth := newAuthInterceptor(s.cfg.Tokens, s.fsm)
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(callInterceptor{s}, auth),
 		connect.WithReadMaxBytes(readMax),
@@ -124,7 +126,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewNodeServiceHandler(&nodeHandler{s: s}, opts...))
-	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName}
+	mux.Handle(fakv1connect.NewAclServiceHandler(&aclHandler{s: s}, opts...))
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName, fakv1connect.AclServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))
@@ -133,7 +136,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/health/ready", s.ready)
 	// The browser page: public static files (no data); its RPCs carry the token.
 	mux.Handle(web.Prefix, web.Handler())
-	mux.Handle("GET /metrics", requireToken(auth, s.metricsHandler()))
+	mux.Handle("GET /metrics", auth.requireRole(RoleRead, s.metricsHandler()))
 	return withRequestID(mux)
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/api"
 )
 
 // Config is everything one `fak agent` needs.
@@ -34,8 +36,10 @@ type Config struct {
 	// none leaves both plaintext.
 	TLSCert, TLSKey, TLSCA string
 
-	// Tokens accepted on the API; empty disables auth (tests only).
-	Tokens        []string
+	// Tokens accepted on the API, with their roles (the tokens file);
+	// empty disables auth (tests only). With auth on, one must be an
+	// operator token: the node's own runner writes with it.
+	Tokens        []api.Token
 	MaxEventBytes int
 
 	// EchoTurn is the length of a turn of the built-in echo adapter: 0 is
@@ -95,6 +99,9 @@ func (c *Config) Validate() error {
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
+	if _, ok := api.OperatorSecret(c.Tokens); len(c.Tokens) > 0 && !ok {
+		return errors.New("the token file holds no operator token, and the node's own runner writes with one: add a line `operator <token>` (or a bare `<token>`)")
+	}
 	if c.RecoverAfter < 0 {
 		return errors.New("--recover-after must be >= 0")
 	}
@@ -106,6 +113,15 @@ func (c *Config) Validate() error {
 	}
 	if c.BootstrapExpect > 0 && !c.Voter {
 		return errors.New("--bootstrap-expect needs a voter (--voter=false cannot bootstrap)")
+	}
+	return nil
+}
+
+// runnerTokens is what the node's own runner writes through its API with:
+// the first operator token (none with auth off).
+func (c *Config) runnerTokens() []string {
+	if secret, ok := api.OperatorSecret(c.Tokens); ok {
+		return []string{secret}
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func Start(cfg Config) (*Node, error) {
 	}, c, f)
 	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
-	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.Tokens, sec.peerClientTLS())
+	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.runnerTokens(), sec.peerClientTLS())
 	n.runner = runner.New(runner.Config{
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
 		Adapters: adapters,

@@ -98,7 +98,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many servers see each other")
 	fs.Var(&join, "join", "gossip address of an existing member (repeatable); retried until one answers")
 	fs.BoolVar(&cfg.Voter, "voter", true, "join as a Raft voter; false makes a non-voting replica")
-	fs.StringVar(&tokenFile, "token-file", "", "file of accepted API bearer tokens, one per line (required unless --no-auth)")
+	fs.StringVar(&tokenFile, "token-file", "", "file of accepted API bearer tokens, one per line: \"ROLE TOKEN\" (role operator, agent or read) or a bare operator TOKEN (required unless --no-auth)")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve the API without authentication (never in production)")
 	fs.IntVar(&cfg.MaxEventBytes, "max-event-bytes", api.DefaultMaxEventBytes, "largest accepted event (text + data) in bytes")
 	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")

@@ -75,7 +75,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			BootstrapExpect: *nodes,
 			Join:            join,
 			Voter:           true,
-			Tokens:          []string{token},
+			Tokens:          []api.Token{api.OperatorToken(token)},
 			MaxEventBytes:   api.DefaultMaxEventBytes,
 			EchoTurn:        *echoTurn,
 			RecoverAfter:    *recoverAfter,

@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/api/apiclient"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/node"
@@ -150,7 +151,7 @@ func (c *Cluster) Start(n *Node) {
 			Name: n.Name, DataDir: n.DataDir,
 			APIAddr: n.APIAddr, RaftAddr: n.RaftAddr, GossipAddr: n.GossipAddr,
 			BootstrapExpect: expect, Join: c.gossipAddrs(), Voter: n.Voter,
-			Tokens: []string{Token}, MaxEventBytes: c.opts.MaxEventBytes,
+			Tokens: []api.Token{api.OperatorToken(Token)}, MaxEventBytes: c.opts.MaxEventBytes,
 			EchoTurn: c.opts.EchoTurn, LeaseTTL: c.opts.LeaseTTL, AttachmentTTL: c.opts.AttachmentTTL,
 			DeadServerGrace:   c.opts.DeadServerGrace,
 			SnapshotThreshold: c.opts.SnapshotThreshold, TrailingLogs: c.opts.TrailingLogs,
