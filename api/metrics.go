@@ -146,16 +146,3 @@ func (s *Server) metricsHandler() http.Handler {
 			ErrorLog:      s.logger.Named("metrics").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 		}))
 }
-
-// requireToken guards a plain HTTP handler with the bearer token check of
-// the RPCs: 401 without a valid token (when auth is on).
-func requireToken(a *authInterceptor, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := a.check(r.Header); err != nil {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
