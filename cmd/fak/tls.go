@@ -17,7 +17,7 @@ import (
 	"github.com/fak-dev/fak/cluster/devca"
 )
 
-const tlsUsage = `Usage: fak tls init [--dir DIR] [--nodes n1,n2,n3] [--ip IP]... [--dns NAME]... [--force]
+const tlsUsage = `Usage: fak tls init [--dir DIR] [--nodes n1,n2,n3] [--ip IP,...] [--dns NAME,...] [--force]
 
 Creates a development CA and certificates for a fleet with mutual TLS:
   ca.pem, ca-key.pem          the CA (valid 5 years; keep ca-key.pem offline)
@@ -48,8 +48,8 @@ func runTLS(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", ".", "directory to write the files to (created if missing)")
 	nodes := fs.String("nodes", "n1,n2,n3", "comma-separated node `NAMES` to issue certificates for")
 	var ips, dns stringList
-	fs.Var(&ips, "ip", "extra IP address every node certificate names (repeatable)")
-	fs.Var(&dns, "dns", "extra DNS name every node certificate names (repeatable)")
+	fs.Var(&ips, "ip", "extra IP addresses every node certificate names (comma-separated, repeatable)")
+	fs.Var(&dns, "dns", "extra DNS names every node certificate names (comma-separated, repeatable)")
 	force := fs.Bool("force", false, "overwrite existing files")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -61,14 +61,8 @@ func runTLS(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fak tls init: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	var names []string
-	for _, n := range strings.Split(*nodes, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
 	var addrs []net.IP
-	for _, s := range ips {
+	for _, s := range splitList(ips) {
 		ip := net.ParseIP(s)
 		if ip == nil {
 			fmt.Fprintf(stderr, "fak tls init: --ip %q is not an IP address\n", s)
@@ -76,7 +70,7 @@ func runTLS(args []string, stdout, stderr io.Writer) int {
 		}
 		addrs = append(addrs, ip)
 	}
-	written, err := tlsInit(*dir, names, addrs, dns, *force)
+	written, err := tlsInit(*dir, splitList([]string{*nodes}), addrs, splitList(dns), *force)
 	if err != nil {
 		fmt.Fprintln(stderr, "fak tls init:", err)
 		return 1
@@ -85,6 +79,19 @@ func runTLS(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, f)
 	}
 	return 0
+}
+
+// splitList splits comma-separated flag values into their non-empty items.
+func splitList(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return out
 }
 
 // tlsInit writes the CA, the node certificates and the client certificate

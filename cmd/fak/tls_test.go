@@ -36,7 +36,7 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 func TestTLSInit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tls")
 	var out, errb bytes.Buffer
-	args := []string{"tls", "init", "--dir", dir, "--nodes", "a,b", "--ip", "10.1.2.3", "--dns", "fak.example.com"}
+	args := []string{"tls", "init", "--dir", dir, "--nodes", "a,b", "--ip", "10.1.2.3,10.1.2.4", "--dns", "fak.example.com"}
 	if code := run(args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -60,7 +60,7 @@ func TestTLSInit(t *testing.T) {
 	}
 	for _, node := range []string{"a", "b"} {
 		cert := readCert(t, filepath.Join(dir, node+".pem"))
-		for _, name := range []string{cluster.TLSServerName, "localhost", "127.0.0.1", "10.1.2.3", "fak.example.com", node} {
+		for _, name := range []string{cluster.TLSServerName, "localhost", "127.0.0.1", "10.1.2.3", "10.1.2.4", "fak.example.com", node} {
 			for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
 				if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: name, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
 					t.Errorf("%s.pem for %s (usage %v): %v", node, name, usage, err)
