@@ -41,6 +41,7 @@ type peerClients struct {
 	runner    fakv1connect.RunnerServiceClient
 	lifecycle fakv1connect.LifecycleServiceClient
 	node      fakv1connect.NodeServiceClient
+	operator  fakv1connect.OperatorServiceClient
 	acl       fakv1connect.AclServiceClient
 }
 
@@ -74,6 +75,7 @@ func (p *peerPool) get(addr string) *peerClients {
 		runner:    fakv1connect.NewRunnerServiceClient(p.httpClient, base),
 		lifecycle: fakv1connect.NewLifecycleServiceClient(p.httpClient, base),
 		node:      fakv1connect.NewNodeServiceClient(p.httpClient, base),
+		operator:  fakv1connect.NewOperatorServiceClient(p.httpClient, base),
 		acl:       fakv1connect.NewAclServiceClient(p.httpClient, base),
 	}
 	p.peers[addr] = c

@@ -126,8 +126,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewNodeServiceHandler(&nodeHandler{s: s}, opts...))
+	mux.Handle(fakv1connect.NewOperatorServiceHandler(&operatorHandler{s: s}, opts...))
 	mux.Handle(fakv1connect.NewAclServiceHandler(&aclHandler{s: s}, opts...))
-	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName, fakv1connect.AclServiceName}
+	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName, fakv1connect.OperatorServiceName, fakv1connect.AclServiceName}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))

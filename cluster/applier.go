@@ -264,6 +264,11 @@ func mapRaftError(err error) error {
 		return ErrNotLeader
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return ErrIndeterminate
+	case errors.Is(err, raft.ErrAbortedByRestore):
+		// The entry never committed and the state it was proposed against
+		// was replaced by a snapshot restore: retrying applies it to the
+		// restored state.
+		return ErrIndeterminate
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrShutdown
 	}

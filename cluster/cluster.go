@@ -114,8 +114,16 @@ func (c *Cluster) setupRaft() error {
 		return err
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:                layer,
-		MaxPool:               maxPool,
+		Stream:  layer,
+		MaxPool: maxPool,
+		// No pipelined replication: its netPipeline can deadlock once a
+		// follower answers an AppendEntries with Success=false (routine
+		// after an election or a leadership transfer): the send loop parks
+		// on a full in-progress channel while the decoder parks on a done
+		// channel nobody reads, so replication to that follower stops and
+		// raft.Shutdown never returns. HashiCorp measured pipelining to
+		// bring next to nothing with batching (hashicorp/raft#541).
+		MaxRPCsInFlight:       1,
 		Timeout:               raftTimeout,
 		Logger:                c.logger.Named("raft-net"),
 		ServerAddressProvider: c,

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -268,6 +269,52 @@ var commands = []*command{
 		setup:    nodeUndrainCommand,
 	},
 	{
+		noun: "snapshot", verb: "save",
+		args:     []string{"FILE"},
+		synopsis: "Save a snapshot of the fleet's state to a file",
+		help: "Asks the leader for a consistent snapshot of the replicated state (sessions, journals, nodes, tokens) and writes " +
+			"it to FILE (through FILE.tmp, renamed once complete and verified), reporting progress on stderr for large files. " +
+			"Prints the snapshot's Raft index and term, size, checksum and what it holds. Needs the operator role.",
+		setup: snapshotSaveCommand,
+	},
+	{
+		noun: "snapshot", verb: "restore",
+		args:     []string{"FILE"},
+		synopsis: "Replace the fleet's state with a saved snapshot",
+		help: "Sends a snapshot file to the leader, which checks its header and checksum and installs it on the whole fleet " +
+			"through Raft: every session, journal and token goes back to the state saved; whatever was written since is gone. " +
+			"A file that does not verify is refused (INVALID_SNAPSHOT) and nothing changes. Prints the Raft index the fleet " +
+			"is at once restored. Asks no question; needs the operator role.",
+		setup: snapshotRestoreCommand,
+	},
+	{
+		noun: "snapshot", verb: "inspect",
+		args:     []string{"FILE"},
+		synopsis: "Show a snapshot file's header and verify its checksum",
+		help: "Reads a snapshot file offline: prints its header (format version, Raft index and term, the node that took it " +
+			"and when, size, SHA-256, sessions, events, ACL tokens) after verifying the state against the checksum; " +
+			"exits 1 if it does not verify.",
+		setup: snapshotInspectCommand,
+	},
+	{
+		noun: "operator", verb: "raft remove-peer",
+		flags:    "--id NAME",
+		synopsis: "Remove a server from the Raft configuration",
+		help: "Removes the server --id from the Raft configuration, for a server gone for good (the leader also removes a " +
+			"server dead for longer than --dead-server-grace by itself). Refused with NOT_FOUND for a server not in the " +
+			"configuration, with PEER_IS_LEADER for the leader (transfer leadership first) and with PEER_ALIVE for a server " +
+			"alive in gossip (the leader would add it back: stop it, or make it leave with \"fakctl cluster leave\").",
+		setup: operatorRaftRemovePeerCommand,
+	},
+	{
+		noun: "operator", verb: "raft transfer-leader",
+		flags:    "[--to NAME]",
+		synopsis: "Hand Raft leadership to another voter",
+		help: "Asks the leader to hand leadership to the voter --to (default: a voter Raft picks) and prints the new leader " +
+			"once known. Refused with NOT_FOUND when --to is not a voter of the configuration.",
+		setup: operatorRaftTransferLeaderCommand,
+	},
+	{
 		noun: "bench", verb: "append",
 		flags:    "[--sessions N] [--clients N] [--total N] [--size BYTES] [--batch N] [--addrs A,B]",
 		synopsis: "Benchmark appends against the running fleet",
@@ -306,6 +353,19 @@ func findCommand(noun, verb string) *command {
 	return nil
 }
 
+// matchCommand finds noun's command whose verb, one word or several (as in
+// "operator raft remove-peer"), begins words, preferring the longest; n is
+// how many words the verb took.
+func matchCommand(noun string, words []string) (cmd *command, n int) {
+	for _, c := range commands {
+		verb := strings.Fields(c.verb)
+		if c.noun == noun && len(verb) <= len(words) && len(verb) > n && slices.Equal(verb, words[:len(verb)]) {
+			cmd, n = c, len(verb)
+		}
+	}
+	return cmd, n
+}
+
 func isNoun(noun string) bool {
 	for _, cmd := range commands {
 		if cmd.noun == noun {
@@ -335,7 +395,7 @@ func printUsage(w io.Writer) {
 			noun = cmd.noun
 			fmt.Fprintf(w, "\n%s commands:\n", capitalize(noun))
 		}
-		fmt.Fprintf(w, "    %-20s%s\n", cmd.path(), cmd.synopsis)
+		fmt.Fprintf(w, "    %s%s\n", padRight(cmd.path(), columnWidth(cmd.noun, 20, (*command).path)), cmd.synopsis)
 	}
 	fmt.Fprint(w, "\nGlobal options (accepted before or after the command):\n\n")
 	printFlags(w, newGlobalFlagSet(), isGlobalFlag)
@@ -350,7 +410,7 @@ func printNounUsage(w io.Writer, noun string) {
 	fmt.Fprintf(w, "Usage: fakctl %s <subcommand> [options] [args]\n\nSubcommands:\n", noun)
 	for _, cmd := range commands {
 		if cmd.noun == noun {
-			fmt.Fprintf(w, "    %-12s%s\n", cmd.verb, cmd.synopsis)
+			fmt.Fprintf(w, "    %s%s\n", padRight(cmd.verb, columnWidth(noun, 12, func(c *command) string { return c.verb })), cmd.synopsis)
 		}
 	}
 	fmt.Fprintf(w, "\nRun \"fakctl help %s <subcommand>\" for a subcommand's options.\n", noun)
@@ -412,3 +472,22 @@ func capitalize(s string) string {
 }
 
 func joinArgs(args []string) string { return strings.Join(args, " ") }
+
+// columnWidth is the width of a listing's first column for noun's
+// commands: at least least columns, and wide enough for the longest name
+// with two spaces after it.
+func columnWidth(noun string, least int, name func(*command) string) int {
+	width := least
+	for _, cmd := range commands {
+		if cmd.noun == noun {
+			width = max(width, len(name(cmd))+2)
+		}
+	}
+	return width
+}
+
+// padRight pads s with spaces to width, keeping at least two spaces after
+// it, for the command listings' columns.
+func padRight(s string, width int) string {
+	return s + strings.Repeat(" ", max(width-len(s), 2))
+}

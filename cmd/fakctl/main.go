@@ -80,11 +80,11 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		printNoun(stdout)
 		return exitOK
 	}
-	cmd := findCommand(noun, rest[0])
+	cmd, words := matchCommand(noun, rest)
 	if cmd == nil {
 		return c.usageFailure(usageErrorf("unknown command \"%s %s\"", noun, rest[0]), printNoun)
 	}
-	return c.runCommand(ctx, cmd, rest[1:])
+	return c.runCommand(ctx, cmd, rest[words:])
 }
 
 // runCommand parses the command's flags and arguments, connects and runs it.
@@ -134,8 +134,8 @@ func (c *cli) help(topic []string) int {
 			printNounUsage(c.stdout, topic[0])
 			return exitOK
 		}
-	case 2:
-		if cmd := findCommand(topic[0], topic[1]); cmd != nil {
+	default:
+		if cmd, n := matchCommand(topic[0], topic[1:]); cmd != nil && n == len(topic)-1 {
 			printCommandHelp(c.stdout, cmd)
 			return exitOK
 		}
