@@ -315,6 +315,31 @@ var commands = []*command{
 		setup: operatorRaftTransferLeaderCommand,
 	},
 	{
+		noun: "acl", verb: "token create",
+		flags:    "--role read|agent|operator [--description D] [--request-id R]",
+		synopsis: "Create an API token with a role",
+		help: "Creates an API token kept in the replicated state and prints its accessor id, role and secret. The secret is " +
+			"shown only this once (only its hash is stored). Roles: read (list, describe, watch, the fleet overview), agent " +
+			"(read, plus creating and driving sessions and the lifecycle hooks), operator (everything). Needs an operator token.",
+		setup: aclTokenCreateCommand,
+	},
+	{
+		noun: "acl", verb: "token list",
+		synopsis: "List the API tokens (never their secrets)",
+		help: "Lists the tokens kept in the replicated state: accessor id, role, description and creation time. Tokens from " +
+			"the nodes' token files are not listed. Needs an operator token.",
+		setup: aclTokenListCommand,
+	},
+	{
+		noun: "acl", verb: "token revoke",
+		args:     []string{"ACCESSOR"},
+		flags:    "[--request-id R]",
+		synopsis: "Revoke an API token on every node",
+		help: "Deletes the token with this accessor id from the replicated state: each node refuses it from the moment it " +
+			"applies the revoke. Refused with NOT_FOUND for an unknown accessor. Needs an operator token.",
+		setup: aclTokenRevokeCommand,
+	},
+	{
 		noun: "bench", verb: "append",
 		flags:    "[--sessions N] [--clients N] [--total N] [--size BYTES] [--batch N] [--addrs A,B]",
 		synopsis: "Benchmark appends against the running fleet",
