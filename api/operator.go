@@ -62,7 +62,8 @@ func streamStarted(err error) error {
 	if errors.As(err, &ce) && ce.Code() != connect.CodeUnavailable {
 		return err
 	}
-	return connect.NewError(connect.CodeAborted, fmt.Errorf("snapshot stream broke midway: %w", err))
+	// %v, not %w: a wrapped ErrNotLeader would read as retryable again.
+	return connect.NewError(connect.CodeAborted, fmt.Errorf("snapshot stream broke midway: %v", err))
 }
 
 func (h *operatorHandler) SnapshotSave(ctx context.Context, req *connect.Request[fakv1.SnapshotSaveRequest], stream *connect.ServerStream[fakv1.SnapshotSaveResponse]) error {
