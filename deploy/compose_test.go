@@ -52,12 +52,10 @@ func TestComposeFleet(t *testing.T) {
 	}
 
 	var created struct {
-		Session struct {
-			SessionID string `json:"sessionId"`
-		} `json:"session"`
+		SessionID string `json:"sessionId"`
 	}
 	f.fakctlJSON(f.ports[1], &created, "session", "create", "--title", "compose", "--node", "n2")
-	id := created.Session.SessionID
+	id := created.SessionID
 	if id == "" {
 		t.Fatal("session create printed no session id")
 	}
