@@ -493,6 +493,9 @@ func capitalize(s string) string {
 	if s == "" {
 		return s
 	}
+	if s == "acl" { // an acronym
+		return "ACL"
+	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
