@@ -33,8 +33,9 @@ join             = ["10.0.0.2:7601", "10.0.0.3:7601"]
 token_file = "/etc/fak/tokens"
 
 # Gossip encryption: make a key with `fak keygen`. Every node needs the same
-# keys; the first encrypts and all of them decrypt, so to rotate put the new
-# key first, restart node by node, then drop the old one.
+# keys; the first encrypts and all of them decrypt. To rotate without
+# downtime: add the new key second on every node (restart one by one), then
+# move it first on every node, then drop the old one (README, "Secure it").
 gossip_key = ["REPLACE-WITH-THE-OUTPUT-OF-fak-keygen"]
 
 # Mutual TLS for Raft and the API: `fak tls init` makes a CA and one
