@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -32,7 +33,10 @@ type cli struct {
 	// Set by connect.
 	baseURL    string
 	httpClient *http.Client
-	clientOpts []connect.ClientOption
+	// noClientCert: https without a client certificate, which a fleet with
+	// mutual TLS refuses (see transportHint).
+	noClientCert bool
+	clientOpts   []connect.ClientOption
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -64,6 +68,8 @@ func (c *cli) connect() error {
 		return err
 	}
 	c.baseURL = baseURL
+	c.noClientCert = strings.HasPrefix(baseURL, "https://") &&
+		(tlsCfg == nil || len(tlsCfg.Certificates) == 0 && tlsCfg.GetClientCertificate == nil)
 	c.httpClient = apiclient.NewTLSHTTPClient(tlsCfg, nil)
 	if token != "" {
 		c.clientOpts = append(c.clientOpts, connect.WithInterceptors(apiclient.Bearer(token)))

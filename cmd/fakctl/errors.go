@@ -46,3 +46,21 @@ var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 func singleLine(s string) string {
 	return lineBreaks.Replace(strings.TrimSpace(s))
 }
+
+// transportHint explains a connection a node dropped during or right after
+// the TLS handshake when fakctl offered no client certificate: with TLS 1.3
+// the refusal arrives after the client's first write, so the error itself
+// reads "broken pipe" or "connection reset" rather than "certificate
+// required".
+func (c *cli) transportHint(err error) string {
+	if !c.noClientCert {
+		return ""
+	}
+	msg := err.Error()
+	for _, sign := range []string{"certificate required", "broken pipe", "connection reset", "EOF", "bad certificate"} {
+		if strings.Contains(msg, sign) {
+			return " (the node may require a client certificate: --tls-cert and --tls-key, or FAK_CLIENT_CERT and FAK_CLIENT_KEY)"
+		}
+	}
+	return ""
+}

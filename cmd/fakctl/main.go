@@ -117,7 +117,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
 	case errors.As(err, &usageErr):
 		return c.usageFailure(err, printHelp)
 	case err != nil:
-		fmt.Fprintln(c.stderr, formatError(err))
+		fmt.Fprintln(c.stderr, formatError(err)+c.transportHint(err))
 		return exitError
 	}
 	return exitOK

@@ -36,8 +36,8 @@ func TestTLSAgainstARealFleet(t *testing.T) {
 	t.Setenv("FAK_CLIENT_CERT", "")
 	t.Setenv("FAK_CLIENT_KEY", "")
 	code, _, errOut = runCLI(t, addr, "cluster", "peers")
-	if code != exitError || strings.Count(errOut, "\n") != 1 {
-		t.Fatalf("without a client certificate: code %d stderr %q; want exit 1 and one line", code, errOut)
+	if code != exitError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "client certificate") {
+		t.Fatalf("without a client certificate: code %d stderr %q; want exit 1 and one line naming the client certificate", code, errOut)
 	}
 
 	code, _, errOut = runCLI(t, addr, "cluster", "peers", "--tls-cert", files.Cert)
