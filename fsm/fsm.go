@@ -39,6 +39,9 @@ type FSM struct {
 	db *bolt.DB
 
 	applied atomic.Uint64
+	// restores counts Restore calls: state that may have gone backwards,
+	// which whoever caches what it read (the runner's runtimes) must drop.
+	restores atomic.Uint64
 
 	notifyMu sync.Mutex
 	notify   chan struct{}

@@ -102,8 +102,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.db = db
 	f.applied.Store(applied)
+	f.restores.Add(1)
 	return nil
 }
+
+// Restores counts the snapshots restored into this FSM since it opened (at
+// start, a lagging follower's InstallSnapshot, an operator's restore). The
+// state may have gone backwards at each: journals rewound, sessions gone.
+func (f *FSM) Restores() uint64 { return f.restores.Load() }
 
 // checkComplete verifies, without touching any page beyond the two meta
 // pages, that path holds a bbolt database whose file covers every page its

@@ -224,3 +224,43 @@ func TestSnapshotRestoreRefusesGarbage(t *testing.T) {
 		t.Fatal("a refused restore changed the state")
 	}
 }
+
+// TestSnapshotRestoreRetiresRuntimes: a runtime built from a journal that a
+// restore rewound must not serve the restored session. The echo runtime
+// counts the turns of its context, so after save (1 turn), 2 more turns and
+// a restore, the next turn is the context's second, not its fourth.
+func TestSnapshotRestoreRetiresRuntimes(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{EchoTurn: 20 * time.Millisecond})
+	leader := c.WaitForLeader(30 * time.Second)
+	compute := c.Followers()[0]
+	id := createSession(t, c, compute, "runtime")
+	term := attach(t, c, leader, id, "terminal", "term")
+	ctx := ctxT(t, time.Minute)
+	if err := takeLease(ctx, c, leader, id, term, false); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(text, want string) {
+		t.Helper()
+		seq := mustAct(t, c, leader, id, term, text)
+		evs := waitJournal(t, c, leader, id, "the turn for "+text, turnDone(t, seq))
+		got := turnOf(t, evs, seq)
+		if last := got[len(got)-1]; last.GetText() != want {
+			t.Fatalf("turn for %q: %s; want %q", text, last.GetText(), want)
+		}
+	}
+	turn("one", "turn 1 done")
+	file := saveSnapshot(t, c, leader)
+	turn("two", "turn 2 done")
+	turn("three", "turn 3 done")
+
+	if _, err := restoreSnapshot(t, c, c.Followers()[1], file); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	waitJournal(t, c, compute, id, "the restored journal on the compute node", func(evs []*fakv1.Event) bool {
+		return count(evs, "turn.completed") == 1
+	})
+	if err := takeLease(ctx, c, leader, id, term, true); err != nil {
+		t.Fatalf("take the lease after the restore: %v", err)
+	}
+	turn("four", "turn 2 done")
+}

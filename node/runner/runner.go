@@ -54,6 +54,9 @@ type Runner struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
+	// swept is the FSM restore count the last sweep of vanished sessions
+	// ran at (scan goroutine only).
+	swept uint64
 
 	mu     sync.Mutex
 	hosts  map[string]*host
@@ -66,13 +69,16 @@ type host struct {
 	retryAt  time.Time // after a failed worker, not before this
 	epoch    uint64    // epoch of runtime
 	resetSeq uint64    // the reset boundary runtime's context starts after
+	restores uint64    // the FSM's restore count when runtime started
 	runtime  Runtime   // nil until the first turn of the epoch (or of the context after a reset)
 }
 
 // stale reports whether h's runtime no longer serves s's current context:
-// the session left this node, its epoch changed or a reset cut its context.
-func (h *host) stale(s *fsmpb.Session, ours bool) bool {
-	return h.runtime != nil && (!ours || h.epoch != s.Epoch || h.resetSeq != s.ResetSeq)
+// the session left this node, its epoch changed, a reset cut its context,
+// or a snapshot was restored since it started (restores is the FSM's
+// count), which may have rewound the journal it read.
+func (h *host) stale(s *fsmpb.Session, ours bool, restores uint64) bool {
+	return h.runtime != nil && (!ours || h.epoch != s.Epoch || h.resetSeq != s.ResetSeq || h.restores != restores)
 }
 
 // New builds a runner; Start runs it.
@@ -189,6 +195,13 @@ func (r *Runner) kickScan() {
 // costs one decode. It returns the earliest time a paused session may be
 // retried (zero: none) and the sessions with an open move.
 func (r *Runner) scan() (wake time.Time, moving []string) {
+	// After a restore, sessions created since the snapshot are gone: this
+	// scan notes the sessions that exist and then forgets the others.
+	var seen map[string]bool
+	restores := r.cfg.FSM.Restores()
+	if restores != r.swept {
+		seen = make(map[string]bool)
+	}
 	after := ""
 	for {
 		page, more, err := r.cfg.FSM.Sessions(after, 512)
@@ -199,6 +212,9 @@ func (r *Runner) scan() (wake time.Time, moving []string) {
 			return time.Now().Add(failurePause), moving
 		}
 		for _, s := range page {
+			if seen != nil {
+				seen[s.SessionId] = true
+			}
 			if fsm.MoveOpen(s.Move) {
 				moving = append(moving, s.SessionId)
 			}
@@ -207,9 +223,34 @@ func (r *Runner) scan() (wake time.Time, moving []string) {
 			}
 		}
 		if !more || len(page) == 0 {
+			if seen != nil {
+				r.forgetVanished(seen)
+				r.swept = restores
+			}
 			return wake, moving
 		}
 		after = page[len(page)-1].SessionId
+	}
+}
+
+// forgetVanished stops the runtimes of sessions that no longer exist and
+// forgets them. A busy worker's next read finds its session gone and ends;
+// a later sweep forgets it.
+func (r *Runner) forgetVanished(seen map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, h := range r.hosts {
+		if seen[id] || h.busy {
+			continue
+		}
+		if h.runtime != nil {
+			if err := h.runtime.Stop(); err != nil {
+				r.logger.Warn("stopping runtime", "session", id, "error", err)
+			}
+		}
+		delete(r.hosts, id)
+		delete(r.warned, id)
+		r.logger.Debug("forgot a session that no longer exists", "session", id)
 	}
 }
 
@@ -238,7 +279,7 @@ func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
 	// move is open (the source starts no turn until it ends). Moves: the
 	// source's checkpoint, the destination's restore.
 	work := ours && (s.TurnInputSeq != 0 || len(s.QueuedInputs) > 0 && !fsm.MoveOpen(s.Move))
-	retire := h != nil && h.stale(s, ours)
+	retire := h != nil && h.stale(s, ours, r.cfg.FSM.Restores())
 	if work && r.adapterLocked(s) == nil {
 		work = false
 	}

@@ -53,8 +53,10 @@ func (r *Runner) serve(id string, h *host) error {
 			return err
 		}
 		ours := r.ours(s)
-		if h.stale(s, ours) {
-			r.retire(ctx, id, h, ours && h.epoch == s.Epoch)
+		if restores := r.cfg.FSM.Restores(); h.stale(s, ours, restores) {
+			// A restored journal may not hold what the runtime saw: it
+			// gets no safe point, like a reset's.
+			r.retire(ctx, id, h, ours && h.epoch == s.Epoch || h.restores != restores)
 		}
 		switch {
 		case r.restoreDue(s):
@@ -139,17 +141,18 @@ func (r *Runner) retire(ctx context.Context, id string, h *host, reset bool) {
 // retired first; a new one is started lazily, here, when a turn needs it.
 func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
 	if h.runtime != nil {
-		if !h.stale(s, true) {
+		if !h.stale(s, true, r.cfg.FSM.Restores()) {
 			return nil
 		}
 		r.retire(ctx, s.SessionId, h, h.epoch == s.Epoch)
 	}
+	restores := r.cfg.FSM.Restores()
 	ep := Epoch{SessionID: s.SessionId, Epoch: s.Epoch, Placement: s.Placement, ResetSeq: s.ResetSeq}
 	rt, err := a.Start(ctx, ep, journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq})
 	if err != nil {
 		return fmt.Errorf("start %s runtime: %w", a.Name(), err)
 	}
-	h.runtime, h.epoch, h.resetSeq = rt, s.Epoch, s.ResetSeq
+	h.runtime, h.epoch, h.resetSeq, h.restores = rt, s.Epoch, s.ResetSeq, restores
 	return nil
 }
 
