@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/fak-dev/fak/guard"
+	"github.com/fak-dev/fak/node"
 )
 
 const usage = `Usage: fak <command> [flags]
@@ -41,6 +42,9 @@ const defaultGCPercent = 400
 func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
+	}
+	if version != "dev" {
+		node.Version = version // fak_build_info reports what the binary says
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
