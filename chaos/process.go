@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fak-dev/fak/chaos/netproxy"
+	"github.com/fak-dev/fak/internal/freeport"
 )
 
 // processFleet is three `fak agent` processes on loopback. Node i binds its
@@ -126,22 +126,14 @@ func StartProcessFleet(cfg ProcessFleetConfig) (Fleet, error) {
 	return f, nil
 }
 
-// freePort finds a port free for both TCP and UDP on ip (gossip needs both).
+// freePort finds a port free for both TCP and UDP on ip (gossip needs
+// both), outside the ephemeral range so a restarted node can bind it again.
 func freePort(ip net.IP) (int, error) {
-	for range 50 {
-		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
-		if err != nil {
-			return 0, err
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip, Port: port})
-		ln.Close()
-		if err == nil {
-			pc.Close()
-			return port, nil
-		}
+	ports, err := freeport.Pick(ip, 1)
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("no free TCP+UDP port")
+	return ports[0], nil
 }
 
 func (f *processFleet) node(name string) (*procNode, error) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fak-dev/fak/internal/freeport"
 )
 
 const (
@@ -55,33 +56,13 @@ func buildBinaries(t *testing.T) binaries {
 }
 
 // freeAddrs returns n distinct loopback addresses whose port is free for
-// both TCP and UDP (gossip uses both). Every listener stays open until all
-// n are picked, so no two addresses share a port.
+// both TCP and UDP (gossip uses both), outside the ephemeral port range so a
+// restarted node can bind its port again.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var addrs []string
-	var closers []func() error
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	for attempts := 0; len(addrs) < n; attempts++ {
-		if attempts > 100*n {
-			t.Fatalf("found only %d of %d free loopback ports", len(addrs), n)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		closers = append(closers, ln.Close)
-		addr := ln.Addr().String()
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			continue
-		}
-		closers = append(closers, pc.Close)
-		addrs = append(addrs, addr)
+	addrs, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }

@@ -57,7 +57,7 @@ func (c *cli) transportHint(err error) string {
 		return ""
 	}
 	msg := err.Error()
-	for _, sign := range []string{"certificate required", "broken pipe", "connection reset", "EOF", "bad certificate"} {
+	for _, sign := range []string{"certificate required", "broken pipe", "connection reset", "EOF", "bad certificate", "could not be established"} {
 		if strings.Contains(msg, sign) {
 			return " (the node may require a client certificate: --tls-cert and --tls-key, or FAK_CLIENT_CERT and FAK_CLIENT_KEY)"
 		}

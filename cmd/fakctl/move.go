@@ -130,12 +130,14 @@ func sessionMoveCommand(fs *flag.FlagSet) runFunc {
 		defer cancelWait()
 		if !moveEnded(mv.GetState()) {
 			err = followEvents(waitCtx, client, id, after, emit, c.stderr)
+			// The wait's own deadline may surface as the stream's error
+			// (deadline_exceeded) as well as a clean end: both mean "still".
 			switch {
 			case errors.Is(err, errMoveDone):
-			case err != nil:
-				return err
 			case ctx.Err() != nil:
 				return fmt.Errorf("interrupted while move %s is %s; it goes on: fakctl session move-status %s", w.moveID, w.final.GetState(), id)
+			case err != nil && waitCtx.Err() == nil:
+				return err
 			default:
 				return fmt.Errorf("move %s is still %s after %s; it goes on: fakctl session move-status %s", w.moveID, w.final.GetState(), wait, id)
 			}

@@ -8,7 +8,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/api/apiclient"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/internal/freeport"
 	"github.com/fak-dev/fak/node"
 )
 
@@ -330,23 +330,15 @@ func (c *Cluster) Context(timeout time.Duration) context.Context {
 	return ctx
 }
 
+// freeAddr is a loopback address whose port is free for TCP and UDP and
+// outside the ephemeral range, so a restarted node can bind it again.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for i := 0; i < 20; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		// Gossip needs the UDP port of the same number too.
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
+	addrs, err := freeport.Addrs(1)
+	if err != nil {
+		t.Fatalf("free port: %v", err)
 	}
-	t.Fatal("no free port with both TCP and UDP available")
-	return ""
+	return addrs[0]
 }
 
 // testWriter sends node logs to the test log, dropping lines logged after
