@@ -130,13 +130,15 @@ func sessionMoveCommand(fs *flag.FlagSet) runFunc {
 		defer cancelWait()
 		if !moveEnded(mv.GetState()) {
 			err = followEvents(waitCtx, client, id, after, emit, c.stderr)
-			// The wait's own deadline may surface as the stream's error
-			// (deadline_exceeded) as well as a clean end: both mean "still".
+			// The wait's own deadline may end the stream as a clean end or
+			// as deadline_exceeded — from the server, which got the
+			// deadline in the Connect-Timeout-Ms header and may reach it a
+			// moment before this process does: all mean "still going".
 			switch {
 			case errors.Is(err, errMoveDone):
 			case ctx.Err() != nil:
 				return fmt.Errorf("interrupted while move %s is %s; it goes on: fakctl session move-status %s", w.moveID, w.final.GetState(), id)
-			case err != nil && waitCtx.Err() == nil:
+			case err != nil && waitCtx.Err() == nil && connect.CodeOf(err) != connect.CodeDeadlineExceeded:
 				return err
 			default:
 				return fmt.Errorf("move %s is still %s after %s; it goes on: fakctl session move-status %s", w.moveID, w.final.GetState(), wait, id)
