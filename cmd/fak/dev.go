@@ -98,8 +98,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nToken (also in %s, where fakctl finds it):\n  %s\n\n", tokenPath, token)
 	// The token rides in the URL fragment, which the browser never sends;
 	// the page moves it to the tab's sessionStorage.
-	fmt.Fprintf(stdout, "Browser (any node serves the page):\n  http://%s/ui/#token=%s\n\n", started[0].APIAddr(), url.QueryEscape(token))
-	fmt.Fprintf(stdout, "Try:\n  fakctl cluster status\n  fakctl session create --title demo\n  fakctl session log <ID> --follow --addr http://127.0.0.1:%d\n\n", devAPIPortBase+min(1, *nodes-1))
+	fmt.Fprintf(stdout, "Browser (any node serves the pages):\n  http://%s/ui/#token=%s\n  http://%s/ui/fleet.html#token=%s  (the fleet overview)\n\n",
+		started[0].APIAddr(), url.QueryEscape(token), started[0].APIAddr(), url.QueryEscape(token))
+	fmt.Fprintf(stdout, "Try:\n  fakctl fleet --watch\n  fakctl session create --title demo\n  fakctl session log <ID> --follow --addr http://127.0.0.1:%d\n\n", devAPIPortBase+min(1, *nodes-1))
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop every node.")
 	return waitForSignals(started, false, stderr)
 }
