@@ -2,8 +2,11 @@
 // handlers that validate requests, turn writes into fsm commands proposed on
 // the leader (forwarding the same RPC to the leader when this node follows),
 // and serve reads from the local replica after a read-index wait. It also
-// owns bearer-token authentication, the mapping of domain errors to Connect
-// codes, health and reflection endpoints.
+// owns bearer-token authentication and the role each procedure needs
+// (roles.go: a procedure missing there is refused), TLS on the API port,
+// request ids, the Prometheus /metrics page, the mapping of domain errors to
+// Connect codes, health and reflection endpoints, and the operator's
+// services (snapshots, Raft peers, ACL tokens).
 //
 // Handlers never decide a domain rule; the fsm package does.
 package api
