@@ -94,14 +94,24 @@ func ResolveToken(flag string, getenv func(string) string, workDir string) (stri
 	return token, err
 }
 
+// readTokenFile reads the token from a file: its first line that is not
+// blank or a # comment. A line "<role> <token>" in the format of a node's
+// tokens file (role operator, agent or read) gives the token, so
+// FAK_TOKEN_FILE may name such a file: its first token is used.
 func readTokenFile(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("read token file: %w", err)
 	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if role, token, ok := strings.Cut(line, " "); ok && (role == "operator" || role == "agent" || role == "read") {
+			return strings.TrimSpace(token), nil
+		}
+		return line, nil
 	}
-	return token, nil
+	return "", fmt.Errorf("token file %s holds no token", path)
 }

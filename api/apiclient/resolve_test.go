@@ -89,6 +89,25 @@ func TestResolveTokenWithoutAnyTokenIsEmpty(t *testing.T) {
 	}
 }
 
+// A node's tokens file works as FAK_TOKEN_FILE: its first token, with or
+// without a role.
+func TestResolveTokenFromANodesTokensFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, tt := range map[string]struct{ content, want string }{
+		"role":           {"# tokens\n\noperator  s3cret \nread r\n", "s3cret"},
+		"bare":           {"\n  bare-token\nread r\n", "bare-token"},
+		"not a role":     {"abc def\n", "abc def"},
+		"comment, agent": {"# operator x\nagent a1\n", "a1"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		writeFile(t, path, tt.content)
+		got, err := ResolveToken("", mapEnv(map[string]string{"FAK_TOKEN_FILE": path}), dir)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: ResolveToken = %q, %v; want %q", name, got, err, tt.want)
+		}
+	}
+}
+
 func TestResolveTokenBadFiles(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
@@ -99,7 +118,7 @@ func TestResolveTokenBadFiles(t *testing.T) {
 		t.Errorf("missing FAK_TOKEN_FILE: err = %v", err)
 	}
 	_, err = ResolveToken("", mapEnv(map[string]string{"FAK_TOKEN_FILE": empty}), dir)
-	if err == nil || !strings.Contains(err.Error(), "is empty") {
+	if err == nil || !strings.Contains(err.Error(), "holds no token") {
 		t.Errorf("empty FAK_TOKEN_FILE: err = %v", err)
 	}
 	// An unreadable dev token (here: a directory) is an error, not "no token".
