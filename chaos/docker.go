@@ -59,6 +59,8 @@ type DockerFleetConfig struct {
 	Seed   int64 // part of the network's name
 	Nodes  int   // default 3
 	Logger hclog.Logger
+	// ExtraArgs are appended to every node's `fak agent` command line.
+	ExtraArgs []string
 }
 
 // DockerAvailable reports whether a Docker engine answers.
@@ -68,12 +70,13 @@ func DockerAvailable() bool {
 }
 
 type dockerFleet struct {
-	logger  hclog.Logger
-	image   string
-	network string // also the containers' name prefix
-	subnet  *net.IPNet
-	nodes   []*dockerNode
-	net     *dockerNet
+	logger    hclog.Logger
+	extraArgs []string
+	image     string
+	network   string // also the containers' name prefix
+	subnet    *net.IPNet
+	nodes     []*dockerNode
+	net       *dockerNet
 
 	closeMu sync.Mutex
 	closed  bool
@@ -115,7 +118,7 @@ func StartDockerFleet(cfg DockerFleetConfig) (Fleet, error) {
 	if err := os.WriteFile(tokenFile, []byte(cfg.Token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	f := &dockerFleet{logger: cfg.Logger}
+	f := &dockerFleet{logger: cfg.Logger, extraArgs: cfg.ExtraArgs}
 	if f.image, err = dockerImage(cfg.FakBin); err != nil {
 		return nil, err
 	}
@@ -295,10 +298,8 @@ func (f *dockerFleet) create(n *dockerNode, dataDir, tokenFile string) error {
 		"--gossip-addr", hostPort(n.ip, dockerGossipPort),
 		"--bootstrap-expect", strconv.Itoa(len(f.nodes)),
 		"--token-file", "/tokens",
-		// Small snapshots so restarts and lagging nodes go through
-		// snapshot install, not just log replay.
-		"--snapshot-threshold", "1024", "--echo-turn", "50ms",
 	}
+	args = append(args, f.extraArgs...)
 	for _, o := range f.nodes {
 		if o != n {
 			args = append(args, "--join", hostPort(o.ip, dockerGossipPort))

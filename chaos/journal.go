@@ -29,3 +29,13 @@ func readJournal(ctx context.Context, c *nodeClient, id string) ([]*fakv1.Event,
 		from = page[len(page)-1].Seq + 1
 	}
 }
+
+// readValues reads a whole journal and returns the workload's values in seq
+// order.
+func readValues(ctx context.Context, c *nodeClient, session string, consistency fakv1.ReadConsistency) ([]string, error) {
+	evs, err := readEvents(ctx, c, session, consistency)
+	if err != nil {
+		return nil, err
+	}
+	return journalOf(evs, 0).Values(), nil
+}

@@ -37,24 +37,33 @@ type Report struct {
 
 	Linearizability checker.Result           `json:"-"`
 	Durability      checker.DurabilityResult `json:"-"`
+	Addresses       checker.AddressResult    `json:"-"`
 	Leases          checker.LeaseResult      `json:"-"`
 	Boundaries      checker.BoundaryResult   `json:"-"`
 	Epochs          checker.EpochResult      `json:"-"`
 	MovesRequested  int64                    `json:"moves_requested"`
 	MovesRefused    int64                    `json:"moves_refused"`
 	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
-	Logs            []string                 `json:"logs"`
+	// FleetEventSessions counts the workload sessions whose final journal
+	// holds events the fleet wrote itself (recovery moves), FleetEvents
+	// those events: the addresses the checkers had to place around them.
+	FleetEventSessions int      `json:"fleet_event_sessions"`
+	FleetEvents        int      `json:"fleet_events"`
+	Logs               []string `json:"logs"`
 }
 
 // Ok is the verdict: linearizable, durable, one lease holder at a time,
 // and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
 	var oks []int64
 	for _, op := range ops {
+		if op.Kind == history.Watch {
+			continue // observations for the address checker, not load
+		}
 		r.Ops++
 		if op.Kind == history.Append {
 			r.Appends++
@@ -160,8 +169,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "operations: %d (%d appends, %d reads): %d ok, %d failed, %d indeterminate\n", r.Ops, r.Appends, r.Reads, r.OK, r.Failed, r.Info)
 	fmt.Fprintf(&b, "throughput: %.0f ok ops/s during faults, %.0f ok ops/s calm\n", r.ThroughputFaults, r.ThroughputCalm)
 	fmt.Fprintf(&b, "longest unavailability: %s (from %s)\n", r.LongestUnavailable.Round(time.Millisecond), r.LongestUnavailableAt.Round(time.Millisecond))
+	fmt.Fprintf(&b, "journals: %d workload session(s) hold %d event(s) the fleet wrote itself (recovery moves)\n", r.FleetEventSessions, r.FleetEvents)
 	fmt.Fprintf(&b, "%s\n", r.Linearizability.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Durability.Summary())
+	fmt.Fprintf(&b, "%s\n", r.Addresses.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Leases.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Boundaries.Summary())
 	fmt.Fprintf(&b, "%s (%d moves requested, %d refused)\n", r.Epochs.Summary(), r.MovesRequested, r.MovesRefused)
@@ -191,14 +202,15 @@ func (r *Report) write(dir string) error {
 		Linearizability string   `json:"linearizability"`
 		IllegalSessions []string `json:"illegal_sessions,omitempty"`
 		Durability      string   `json:"durability"`
+		Addresses       string   `json:"addresses"`
 		Leases          string   `json:"leases"`
 		Boundaries      string   `json:"boundaries"`
 		Epochs          string   `json:"epochs"`
 		Violations      []string `json:"violations,omitempty"`
 	}
 	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
-		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary(), Epochs: r.Epochs.Summary()}
-	for _, v := range r.Durability.Violations {
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Addresses: r.Addresses.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary(), Epochs: r.Epochs.Summary()}
+	for _, v := range append(r.Durability.Violations, r.Addresses.Violations...) {
 		jr.Violations = append(jr.Violations, v.String())
 	}
 	b, err := json.MarshalIndent(jr, "", "  ")
@@ -206,4 +218,13 @@ func (r *Report) write(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644)
+}
+
+// writeJSON writes v to path, indented: an artifact a person reads.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -37,6 +37,8 @@ type Config struct {
 	Progress io.Writer
 	// CheckTimeout bounds the linearizability check (default 2m).
 	CheckTimeout time.Duration
+	// RecoverAfter is the nodes' --recover-after (default 3s).
+	RecoverAfter time.Duration
 	Logger       hclog.Logger
 }
 
@@ -55,6 +57,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.CheckTimeout == 0 {
 		cfg.CheckTimeout = 2 * time.Minute
+	}
+	if cfg.RecoverAfter == 0 {
+		cfg.RecoverAfter = 3 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -102,9 +107,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	lw := newLeaseWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
 	bw := newBoundaryWorkload(clients, fleet.Nodes(), cfg.Seed)
 	mw := newMoveWorkload(clients, fleet.Nodes(), cfg.Seed, lw.Sessions)
+	ww := &watchWorkload{w: wl, rec: rec, clients: clients, nodes: fleet.Nodes(), seed: cfg.Seed}
 	go func() {
 		var wg sync.WaitGroup
-		wg.Add(4)
+		wg.Add(5)
+		go func() { defer wg.Done(); ww.run(loadCtx) }()
 		go func() { defer wg.Done(); mw.run(loadCtx) }()
 		go func() { defer wg.Done(); wl.run(loadCtx) }()
 		go func() { defer wg.Done(); lw.run(loadCtx) }()
@@ -148,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), final, 60*time.Second)
+	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), sessions, final, 60*time.Second)
 	leaseJournals, err := lw.journals(ctx)
 	if err != nil {
 		return nil, err
@@ -167,11 +174,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := history.WriteFile(filepath.Join(cfg.OutDir, "history.jsonl"), ops); err != nil {
 		return nil, err
 	}
+	if err := writeJSON(filepath.Join(cfg.OutDir, "final-journals.json"), final); err != nil {
+		return nil, err
+	}
 	logf("checking %d operations", len(ops))
+	others := map[string][]uint64{}
+	for id, j := range final {
+		if o := j.Others(); len(o) > 0 {
+			others[id] = o
+			rep.FleetEvents += len(o)
+		}
+	}
+	rep.FleetEventSessions = len(others)
 	rep.Linearizability = checker.Linearizable(ops, checker.Options{
-		Timeout: cfg.CheckTimeout, VisualizePath: filepath.Join(cfg.OutDir, "linearizability.html"),
+		Timeout: cfg.CheckTimeout, VisualizePath: filepath.Join(cfg.OutDir, "linearizability.html"), Others: others,
 	})
 	rep.Durability = checker.Durable(ops, final)
+	rep.Addresses = checker.Addresses(ops, final)
 	rep.Leases = checker.Leases(leaseJournals, lw.Acts())
 	rep.Boundaries = checker.Boundaries(lineages)
 	rep.Epochs = checker.Epochs(moved)
@@ -199,15 +218,22 @@ func startFleet(cfg Config) (Fleet, error) {
 			return nil, err
 		}
 		return StartProcessFleet(ProcessFleetConfig{
-			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger,
-			// Small snapshots so restarts and lagging nodes go through
-			// snapshot install, not just log replay.
-			ExtraArgs: []string{"--snapshot-threshold", "1024", "--echo-turn", "50ms"},
+			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger, ExtraArgs: nodeArgs(cfg),
 		})
 	case "docker":
-		return StartDockerFleet(DockerFleetConfig{FakBin: bin, Dir: cfg.OutDir, Token: chaosToken, Seed: cfg.Seed, Logger: cfg.Logger})
+		return StartDockerFleet(DockerFleetConfig{FakBin: bin, Dir: cfg.OutDir, Token: chaosToken, Seed: cfg.Seed, Logger: cfg.Logger,
+			ExtraArgs: nodeArgs(cfg)})
 	}
 	return nil, fmt.Errorf("unknown mode %q (process or docker)", cfg.Mode)
+}
+
+// nodeArgs are the agent flags of every chaos fleet: small snapshots, so
+// restarts and lagging nodes go through snapshot install, not just log
+// replay; and a short recover-after, so a node killed or cut off for a few
+// seconds has its sessions recovered elsewhere — recovery moves then write
+// their events into workload sessions in the middle of the load.
+func nodeArgs(cfg Config) []string {
+	return []string{"--snapshot-threshold", "1024", "--echo-turn", "50ms", "--recover-after", cfg.RecoverAfter.String()}
 }
 
 // waitLeader waits until some node reports itself leader and a linearizable
@@ -236,21 +262,21 @@ func waitLeader(ctx context.Context, clients map[string]*nodeClient, timeout tim
 }
 
 // finalJournals reads every session linearizably, retrying through any node.
-func finalJournals(ctx context.Context, clients map[string]*nodeClient, nodes []string, sessions map[string]uint64) (map[string][]string, error) {
+func finalJournals(ctx context.Context, clients map[string]*nodeClient, nodes []string, sessions map[string]uint64) (map[string]checker.Journal, error) {
 	ids := make([]string, 0, len(sessions))
 	for id := range sessions {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	final := make(map[string][]string, len(ids))
+	final := make(map[string]checker.Journal, len(ids))
 	for _, id := range ids {
 		deadline := time.Now().Add(60 * time.Second)
 		for i := 0; ; i++ {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			values, err := readValues(cctx, clients[nodes[i%len(nodes)]], id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
+			evs, err := readEvents(cctx, clients[nodes[i%len(nodes)]], id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
 			cancel()
 			if err == nil {
-				final[id] = values
+				final[id] = journalOf(evs, sessions[id])
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -263,21 +289,23 @@ func finalJournals(ctx context.Context, clients map[string]*nodeClient, nodes []
 }
 
 // replicasAgree waits until every node's local replica (stale read) holds
-// exactly the final journals; it returns what still differs at the deadline.
-func replicasAgree(ctx context.Context, clients map[string]*nodeClient, nodes []string, final map[string][]string, timeout time.Duration) []string {
+// exactly the final journals — every event at its address, the fleet's own
+// included; it returns what still differs at the deadline.
+func replicasAgree(ctx context.Context, clients map[string]*nodeClient, nodes []string, sessions map[string]uint64, final map[string]checker.Journal, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
 	for {
 		var problems []string
 		for _, n := range nodes {
 			for id, want := range final {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				got, err := readValues(cctx, clients[n], id, fakv1.ReadConsistency_READ_CONSISTENCY_STALE)
+				evs, err := readEvents(cctx, clients[n], id, fakv1.ReadConsistency_READ_CONSISTENCY_STALE)
 				cancel()
+				got := journalOf(evs, sessions[id])
 				switch {
 				case err != nil:
 					problems = append(problems, fmt.Sprintf("%s: read %s: %v", n, id, err))
-				case !slices.Equal(got, want):
-					problems = append(problems, fmt.Sprintf("%s: replica of %s differs (%d events, linearizable read %d)", n, id, len(got), len(want)))
+				case !slices.Equal(got.Events, want.Events):
+					problems = append(problems, fmt.Sprintf("%s: replica of %s differs (%d events, linearizable read %d)", n, id, got.Len(), want.Len()))
 				}
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/chaos/checker"
 	"github.com/fak-dev/fak/chaos/history"
 )
 
@@ -148,7 +149,7 @@ func (w *workload) worker(ctx context.Context, id int) {
 		case op.Outcome == history.Info:
 			client = int(w.nextClient.Add(1)) // the old client may still be "running" that op
 		case op.Kind == history.Read && op.Outcome == history.OK:
-			heads[slot.id] = uint64(len(op.Values))
+			heads[slot.id] = op.HeadSeq
 		case op.Outcome == history.OK:
 			heads[slot.id] = op.Seq
 		case op.Mismatch:
@@ -281,23 +282,30 @@ func (w *workload) read(ctx context.Context, r *rand.Rand, slot *sessionSlot, op
 	op.Call = w.rec.Now()
 	actx, cancel := context.WithTimeout(ctx, w.cfg.AttemptTimeout)
 	defer cancel()
-	values, err := readValues(actx, w.clients[node], slot.id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
+	evs, err := readEvents(actx, w.clients[node], slot.id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE)
 	op.Return = w.rec.Now()
 	if err != nil {
 		op.Outcome = history.Fail
 		op.Error = err.Error()
 		return
 	}
+	j := journalOf(evs, slot.base)
 	op.Outcome = history.OK
-	op.Values = values
+	op.Values = j.Values()
+	for _, e := range j.Events {
+		if e.Value {
+			op.Seqs = append(op.Seqs, e.Seq)
+		}
+	}
+	op.FromSeq, op.HeadSeq, op.Digest = 1, j.Len(), checker.RangeDigest(j.Events)
 }
 
-// readValues reads a whole journal and returns the workload's payloads in
-// seq order. Pages after the first are read at the same or a later state,
-// so they use the same consistency; a journal is append-only, so the pages
-// join into one prefix-consistent view ending at the last page's head.
-func readValues(ctx context.Context, c *nodeClient, session string, consistency fakv1.ReadConsistency) ([]string, error) {
-	values := []string{}
+// readEvents reads a whole journal. Pages after the first are read at the
+// same or a later state, so they use the same consistency; a journal is
+// append-only, so the pages join into one prefix-consistent view ending at
+// the last page's head.
+func readEvents(ctx context.Context, c *nodeClient, session string, consistency fakv1.ReadConsistency) ([]*fakv1.Event, error) {
+	var out []*fakv1.Event
 	from := uint64(1)
 	for {
 		resp, err := c.session.ReadEvents(ctx, connect.NewRequest(&fakv1.ReadEventsRequest{
@@ -307,14 +315,27 @@ func readValues(ctx context.Context, c *nodeClient, session string, consistency 
 			return nil, err
 		}
 		evs := resp.Msg.GetEvents()
-		for _, e := range evs {
-			if e.GetKind() == chaosKind {
-				values = append(values, e.GetText())
-			}
-		}
+		out = append(out, evs...)
 		if len(evs) == 0 || evs[len(evs)-1].GetSeq() >= resp.Msg.GetHeadSeq() {
-			return values, nil
+			return out, nil
 		}
 		from = evs[len(evs)-1].GetSeq() + 1
 	}
+}
+
+// journalOf is a workload session's journal after its opening events (seq
+// base), numbered from 1 as the history numbers it. Events of chaosKind are
+// the workload's values; any other kind was written by the fleet itself (a
+// recovery move, say).
+func journalOf(evs []*fakv1.Event, base uint64) checker.Journal {
+	var j checker.Journal
+	for _, e := range evs {
+		if e.GetSeq() <= base {
+			continue
+		}
+		j.Events = append(j.Events, checker.Event{
+			Seq: e.GetSeq() - base, Kind: e.GetKind(), Text: e.GetText(), Value: e.GetKind() == chaosKind,
+		})
+	}
+	return j
 }

@@ -77,11 +77,12 @@ type DurabilityResult struct {
 }
 
 // Durable checks a history against the journals read after the final heal
-// and restart. final maps a session id to that session's values in seq order
-// (final[s][i] has seq i+1). Sessions are matched by id. A session of the
-// history that is missing from final is treated as empty and listed in
-// MissingSessions.
-func Durable(ops []history.Op, final map[string][]string) DurabilityResult {
+// and restart. Sessions are matched by id. An acknowledged append must be at
+// exactly the address it was acknowledged with, whatever else the fleet
+// wrote into the journal meanwhile (a recovery move's events take addresses
+// too). A session of the history that is missing from final is treated as
+// empty and listed in MissingSessions.
+func Durable(ops []history.Op, final map[string]Journal) DurabilityResult {
 	type sessionOps struct {
 		appends []*history.Op
 		reads   []*history.Op
@@ -133,25 +134,30 @@ func Durable(ops []history.Op, final map[string][]string) DurabilityResult {
 }
 
 // durableSession checks one session and updates the counts in r.
-func durableSession(r *DurabilityResult, id string, appends, reads []*history.Op, journal []string, missing bool, home map[string][]string) []Violation {
+func durableSession(r *DurabilityResult, id string, appends, reads []*history.Op, journal Journal, missing bool, home map[string][]string) []Violation {
 	var out []Violation
 	add := func(kind ViolationKind, seq uint64, value, format string, args ...any) {
 		out = append(out, Violation{Kind: kind, Session: id, Seq: seq, Value: value, Detail: fmt.Sprintf(format, args...)})
 	}
 	at := func(seq uint64) string {
+		e, ok := journal.At(seq)
 		switch {
 		case missing:
 			return "the session is missing from the final read"
-		case seq == 0 || seq > uint64(len(journal)):
-			return fmt.Sprintf("the journal ends at seq %d", len(journal))
+		case !ok:
+			return fmt.Sprintf("the journal ends at seq %d", journal.Len())
+		case e.Value:
+			return fmt.Sprintf("seq %d holds %q", seq, e.Text)
 		default:
-			return fmt.Sprintf("seq %d holds %q", seq, journal[seq-1])
+			return fmt.Sprintf("seq %d holds a %s event", seq, e.Kind)
 		}
 	}
-	r.Events += len(journal)
 	where := map[string][]uint64{} // value → seqs holding it
-	for k, v := range journal {
-		where[v] = append(where[v], uint64(k)+1)
+	for _, e := range journal.Events {
+		if e.Value {
+			r.Events++
+			where[e.Text] = append(where[e.Text], e.Seq)
+		}
 	}
 
 	// Acknowledged, unknown and failed appends.
@@ -186,9 +192,9 @@ func durableSession(r *DurabilityResult, id string, appends, reads []*history.Op
 
 	// Every value in the journal: duplicates, phantoms, failed appends.
 	reported := map[string]bool{}
-	for k, v := range journal {
-		seq := uint64(k) + 1
-		if reported[v] {
+	for _, e := range journal.Events {
+		seq, v := e.Seq, e.Text
+		if !e.Value || reported[v] {
 			continue
 		}
 		seqs := where[v]
@@ -215,18 +221,30 @@ func durableSession(r *DurabilityResult, id string, appends, reads []*history.Op
 		}
 	}
 
-	// OK reads must be prefixes of the final journal. Report each lost
-	// position once, with how many reads saw something else there.
+	// Every value an OK read returned must still be at the seq the read
+	// found it at (reads recorded without seqs: at its position among the
+	// values). Report each lost position once, with how many reads saw
+	// something else there.
 	type lost struct {
 		seq   uint64
 		value string
 	}
 	seen := map[lost]int{}
 	var order []lost
+	values := journal.Values()
 	for _, op := range reads {
 		for k, v := range op.Values {
-			if missing || k >= len(journal) || journal[k] != v {
-				l := lost{uint64(k) + 1, v}
+			var held bool
+			seq := uint64(k) + 1
+			if k < len(op.Seqs) {
+				seq = op.Seqs[k]
+				e, ok := journal.At(seq)
+				held = ok && e.Value && e.Text == v
+			} else {
+				held = k < len(values) && values[k] == v
+			}
+			if missing || !held {
+				l := lost{seq, v}
 				if seen[l] == 0 {
 					order = append(order, l)
 				}

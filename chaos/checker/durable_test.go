@@ -107,7 +107,7 @@ func TestDurableViolations(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Durable(c.ops, c.final)
+			r := Durable(c.ops, journals(c.final))
 			t.Log(r.Summary())
 			if r.Ok {
 				t.Fatal("durable: ok, want violations")
@@ -139,7 +139,7 @@ func TestDurableMissingSessionCounts(t *testing.T) {
 		appendFail(2, "x", "v3", 0, 10),
 		appendOK(3, "y", "w1", 0, 10, 1),
 	}
-	r := Durable(ops, map[string][]string{"y": {"w1"}})
+	r := Durable(ops, journals(map[string][]string{"y": {"w1"}}))
 	t.Log(r.Summary())
 	if !slices.Equal(r.MissingSessions, []string{"x"}) {
 		t.Errorf("missing %q", r.MissingSessions)
@@ -153,7 +153,7 @@ func TestDurableMissingSessionCounts(t *testing.T) {
 // history's final journals.
 func TestDurableGenerated(t *testing.T) {
 	ops, final := genHistory(2, 50, 4, 200)
-	if r := Durable(ops, final); !r.Ok {
+	if r := Durable(ops, journals(final)); !r.Ok {
 		t.Fatalf("generated history: %s", r.Summary())
 	}
 	var victim history.Op
@@ -165,7 +165,7 @@ func TestDurableGenerated(t *testing.T) {
 	}
 	j := slices.Clone(final["s23"])
 	final["s23"] = slices.Delete(j, int(victim.Seq-1), int(victim.Seq))
-	r := Durable(ops, final)
+	r := Durable(ops, journals(final))
 	t.Log(r.Summary())
 	if r.Ok || !slices.ContainsFunc(r.Violations, func(v Violation) bool {
 		return v.Kind == LostWrite && v.Session == "s23" && v.Seq == victim.Seq && v.Value == victim.Value

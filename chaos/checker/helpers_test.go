@@ -174,3 +174,12 @@ func genHistory(seed uint64, sessions, clients, opsPerSession int) ([]history.Op
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Call < all[j].Call })
 	return all, final
 }
+
+// journals turns final values into journals of workload values only.
+func journals(final map[string][]string) map[string]Journal {
+	out := make(map[string]Journal, len(final))
+	for id, vs := range final {
+		out[id] = ValueJournal(vs...)
+	}
+	return out
+}

@@ -43,6 +43,11 @@ type Options struct {
 	// Parallelism is how many sessions are checked at once. Zero means
 	// GOMAXPROCS.
 	Parallelism int
+	// Others gives, per session, the seqs of the final journal that hold
+	// events the fleet wrote itself (Journal.Others): the model lets them
+	// appear at any time, in address order. A session without an entry
+	// holds workload values only.
+	Others map[string][]uint64
 
 	// recorded checks Info appends over their recorded window [Call, ∞)
 	// instead of the window narrowed by infoWindows. Tests use it to show
@@ -219,6 +224,14 @@ func convert(ops []history.Op, opts Options) ([]*sessionCheck, []string) {
 	var problems []string
 	by := map[string]*sessionCheck{}
 	appended := map[string]map[string]int{} // session → value → history index
+	fleet := map[string]others{}
+	for id, seqs := range opts.Others {
+		set := make(others, len(seqs))
+		for _, q := range seqs {
+			set[q] = true
+		}
+		fleet[id] = set
+	}
 	var windows map[int]interval
 	if !opts.recorded {
 		windows = infoWindows(ops)
@@ -236,6 +249,7 @@ func convert(ops []history.Op, opts Options) ([]*sessionCheck, []string) {
 				idx, op.Session, op.Client, op.Kind, op.Outcome)+fmt.Sprintf(format, args...))
 		}
 		call, ret := op.Call, op.Return
+		var seqs []uint64
 		switch op.Kind {
 		case history.Append:
 			if prev, dup := appended[op.Session][op.Value]; dup {
@@ -271,10 +285,16 @@ func convert(ops []history.Op, opts Options) ([]*sessionCheck, []string) {
 				s.res.Dropped++
 				continue
 			}
+		case history.Watch:
+			s.res.Dropped++ // the address checker's
+			continue
 		case history.Read:
 			switch op.Outcome {
 			case history.OK:
 				s.res.Reads++
+				if op.Digest != "" { // recorded with addresses
+					seqs = append([]uint64{}, op.Seqs...)
+				}
 			case history.Fail, history.Info:
 				s.res.Dropped++
 				continue
@@ -301,6 +321,7 @@ func convert(ops []history.Op, opts Options) ([]*sessionCheck, []string) {
 				value:    op.Value,
 				cas:      op.CAS,
 				expected: op.ExpectedSeq,
+				others:   fleet[op.Session],
 			},
 			Call: call,
 			Output: &output{
@@ -309,6 +330,7 @@ func convert(ops []history.Op, opts Options) ([]*sessionCheck, []string) {
 				mismatch: op.Mismatch,
 				head:     op.HeadSeq,
 				values:   op.Values,
+				seqs:     seqs,
 			},
 			Return:   ret,
 			Metadata: &meta{index: idx, op: op},

@@ -77,7 +77,7 @@ func TestValidHistory(t *testing.T) {
 		t.Errorf("session a: %+v\nwant        %+v", a, want)
 	}
 
-	d := Durable(ops, final)
+	d := Durable(ops, journals(final))
 	t.Log(d.Summary())
 	if !d.Ok {
 		t.Fatalf("durable violations: %v", d.Violations)
@@ -276,7 +276,7 @@ func TestManySessions(t *testing.T) {
 	if mismatches == 0 {
 		t.Error("generator made no CAS mismatches")
 	}
-	d := Durable(ops, final)
+	d := Durable(ops, journals(final))
 	t.Log(d.Summary())
 	if !d.Ok || d.InfoLanded == 0 || d.InfoMissing == 0 {
 		t.Fatalf("durable: %s", d.Summary())
@@ -318,7 +318,7 @@ func BenchmarkLinearizable(b *testing.B) {
 func BenchmarkDurable(b *testing.B) {
 	ops, final := genHistory(1, 50, 4, 300)
 	for b.Loop() {
-		if r := Durable(ops, final); !r.Ok {
+		if r := Durable(ops, journals(final)); !r.Ok {
 			b.Fatal(r.Summary())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,13 +17,20 @@ import (
 // journal is one session's log in the model: an immutable cons list from the
 // newest event back to the first. Appending allocates one node and shares the
 // rest, so porcupine can keep earlier states in its cache without copying.
-// The nil *journal is the empty journal.
+// The nil *journal is the empty journal. A node is either a workload value
+// or an event the fleet wrote itself (other), which no client op appends:
+// the model takes those from the final journal's addresses (see step).
 type journal struct {
 	prev  *journal
 	value string
+	other bool
 	n     uint64 // number of events, i.e. the seq of this event
-	hash  uint64 // order-sensitive hash of all values up to this one
+	hash  uint64 // order-sensitive hash of all events up to this one
 }
+
+// otherMark stands for a fleet-written event in the hash; workload values
+// never contain NUL.
+const otherMark = "\x00other"
 
 var hashSeed = maphash.MakeSeed()
 
@@ -41,17 +49,51 @@ func (j *journal) sum() uint64 {
 }
 
 func (j *journal) append(v string) *journal {
+	return &journal{prev: j, value: v, n: j.len() + 1, hash: j.mix(v)}
+}
+
+// appendOther adds an event the fleet wrote itself.
+func (j *journal) appendOther() *journal {
+	return &journal{prev: j, other: true, n: j.len() + 1, hash: j.mix(otherMark)}
+}
+
+func (j *journal) mix(v string) uint64 {
 	h := j.sum()*0x9e3779b97f4a7c15 ^ maphash.String(hashSeed, v)
 	h ^= h >> 33
 	h *= 0xff51afd7ed558ccd
 	h ^= h >> 29
-	return &journal{prev: j, value: v, n: j.len() + 1, hash: h}
+	return h
+}
+
+// others is the set of seqs the final journal of one session gives to
+// events the fleet wrote itself.
+type others map[uint64]bool
+
+// upTo extends j with the fleet's events up to seq to; false if the final
+// journal has a workload value (or nothing) in between, or j is past to.
+func (o others) upTo(j *journal, to uint64) (*journal, bool) {
+	for j.len() < to {
+		if !o[j.len()+1] {
+			return j, false
+		}
+		j = j.appendOther()
+	}
+	return j, j.len() == to
+}
+
+// all extends j with every fleet event the final journal places right
+// after it: the only place the next workload value can go.
+func (o others) all(j *journal) *journal {
+	for o[j.len()+1] {
+		j = j.appendOther()
+	}
+	return j
 }
 
 // equal reports whether two journals hold the same values in the same order.
 func (j *journal) equal(o *journal) bool {
 	for j != o {
-		if j == nil || o == nil || j.n != o.n || j.hash != o.hash || j.value != o.value {
+		if j == nil || o == nil || j.n != o.n || j.hash != o.hash || j.value != o.value || j.other != o.other {
 			return false
 		}
 		j, o = j.prev, o.prev
@@ -59,27 +101,31 @@ func (j *journal) equal(o *journal) bool {
 	return true
 }
 
-// equalValues reports whether the journal holds exactly vs.
-func (j *journal) equalValues(vs []string) bool {
-	if uint64(len(vs)) != j.len() {
-		return false
-	}
-	for i := len(vs) - 1; i >= 0; i-- {
-		if vs[i] != j.value {
+// equalValues reports whether the journal's workload values are exactly vs,
+// and, when seqs is not nil, at exactly those seqs.
+func (j *journal) equalValues(vs []string, seqs []uint64) bool {
+	i := len(vs) - 1
+	for ; j != nil; j = j.prev {
+		if j.other {
+			continue
+		}
+		if i < 0 || vs[i] != j.value || (seqs != nil && (i >= len(seqs) || seqs[i] != j.n)) {
 			return false
 		}
-		j = j.prev
+		i--
 	}
-	return true
+	return i == -1
 }
 
-// values returns the journal oldest first.
+// values returns the journal's workload values oldest first.
 func (j *journal) values() []string {
-	out := make([]string, j.len())
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = j.value
-		j = j.prev
+	var out []string
+	for ; j != nil; j = j.prev {
+		if !j.other {
+			out = append(out, j.value)
+		}
 	}
+	slices.Reverse(out)
 	return out
 }
 
@@ -90,6 +136,7 @@ type input struct {
 	value    string
 	cas      bool
 	expected uint64
+	others   others // where the session's fleet events are (final journal)
 }
 
 // output is what the client was told. Only OK outcomes, CAS mismatches and
@@ -100,6 +147,7 @@ type output struct {
 	mismatch bool
 	head     uint64
 	values   []string
+	seqs     []uint64 // of values; nil for a read recorded without addresses
 }
 
 // meta travels with each operation into the visualization.
@@ -108,28 +156,40 @@ type meta struct {
 	op    *history.Op
 }
 
+// step applies one operation. Events the fleet wrote itself (a recovery
+// move's, say) appear in a journal at any time, in address order, at the
+// seqs the final journal gives them: an observed head absorbs those up to
+// it, and a workload value lands only after every one of them in its way.
 func step(state, in, out any) (bool, any) {
 	j := state.(*journal)
 	i := in.(*input)
 	o := out.(*output)
-	n := j.len()
 	switch i.kind {
 	case history.Read:
-		return o.outcome == history.OK && j.equalValues(o.values), j
+		if o.outcome != history.OK {
+			return false, j
+		}
+		if o.seqs == nil { // recorded without addresses: values only
+			return j.equalValues(o.values, nil), j
+		}
+		k, ok := i.others.upTo(j, o.head)
+		return ok && k.equalValues(o.values, o.seqs), k
 	case history.Append:
+		full := i.others.all(j)
 		switch {
 		case o.outcome == history.Info:
-			if i.cas && i.expected != n {
+			if i.cas && i.expected != full.len() {
 				return true, j // the compare failed: no effect
 			}
-			return true, j.append(i.value)
+			return true, full.append(i.value)
 		case o.mismatch:
-			return i.expected != n && o.head == n, j
+			k, ok := i.others.upTo(j, o.head)
+			return ok && i.expected != o.head, k
 		case o.outcome == history.OK:
-			if (i.cas && i.expected != n) || o.seq != n+1 {
+			if (i.cas && i.expected != full.len()) || o.seq != full.len()+1 {
 				return false, j
 			}
-			return true, j.append(i.value)
+			return true, full.append(i.value)
 		}
 	}
 	return false, j

@@ -23,6 +23,10 @@ const (
 	Append Kind = "append"
 	// Read returns the whole journal of a session (linearizable read).
 	Read Kind = "read"
+	// Watch is what a watch stream delivered: a run of consecutive events,
+	// FromSeq..HeadSeq, from whichever node served it. Only the address
+	// checker reads watches: each observed address must keep its event.
+	Watch Kind = "watch"
 )
 
 // Outcome is what the client learned.
@@ -61,10 +65,16 @@ type Op struct {
 	Seq      uint64 `json:"seq,omitempty"`
 	Mismatch bool   `json:"mismatch,omitempty"`
 	HeadSeq  uint64 `json:"head_seq,omitempty"`
-	// Read output: the payloads of the journal's client events in seq order.
+	// Read output: the payloads of the journal's client events in seq order,
+	// their seqs, and the head (HeadSeq) the read ended at.
 	Values []string `json:"values,omitempty"`
-	Error  string   `json:"error,omitempty"`
-	Node   string   `json:"node,omitempty"` // which node the client called (last attempt)
+	Seqs   []uint64 `json:"seqs,omitempty"`
+	// Read and watch output: the identity (checker.RangeDigest) of every
+	// event observed, seqs FromSeq..HeadSeq (a read starts at 1).
+	FromSeq uint64 `json:"from_seq,omitempty"`
+	Digest  string `json:"digest,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Node    string `json:"node,omitempty"` // which node the client called (last attempt)
 
 	// Call and Return are nanoseconds since the recorder started. Return
 	// is meaningless when Outcome is Info (the op may complete any time).

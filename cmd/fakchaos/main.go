@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tags     = fs.String("tags", "", "build tags for the fak binary (e.g. fakbug_ackearly to see a bug caught)")
 		fakBin   = fs.String("fak", "", "prebuilt fak binary (default: build ./cmd/fak)")
 		showPlan = fs.Bool("plan", false, "print the fault plan for the seed and exit")
+		recover  = fs.Duration("recover-after", 3*time.Second, "the nodes' --recover-after: a node down this long has its sessions recovered elsewhere")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: fakchaos [flags]\n\nRuns a fak fleet under seeded faults and checks the history.\n\nFlags:")
@@ -68,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Seed: *seed, Duration: *duration, Mode: *mode, Nemeses: kinds, OutDir: *out,
 		Workload:  chaos.WorkloadConfig{Workers: *workers, ActiveSessions: *sessions},
-		BuildTags: *tags, FakBin: *fakBin, Progress: stderr,
+		BuildTags: *tags, FakBin: *fakBin, Progress: stderr, RecoverAfter: *recover,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: chaos run (seed %d) could not complete: %v\n", *seed, err)
