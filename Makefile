@@ -15,6 +15,10 @@ GENERATED := api/gen fsm/fsmpb
 CHAOS_DURATION ?= 10m
 CHAOS_SEED     ?= 0
 CHAOS_MODE     ?= process
+# The soak of `make soak`: SOAK_RUNS runs of SOAK_DURATION in each mode,
+# every run with a fresh random seed.
+SOAK_RUNS      ?= 10
+SOAK_DURATION  ?= 5m
 # Every package except the chaos runs, which `test` runs after them on their
 # own so their fleets do not compete for the CPU with the cluster tests.
 UNIT_PKGS = $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/deploy$$')
@@ -27,13 +31,14 @@ IMAGE         ?= fak:dev
 FLEET_TIMEOUT ?= 90
 
 .PHONY: image fleet-up fleet-down fleet-clean
-.PHONY: help build test test-chaos-short test-compose run chaos generate check-generate lint vet fmt-check buf-lint bench clean
+.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench clean
 
 help:
 	@echo "Targets:"
 	@echo "  build           build bin/fak and bin/fakctl (static, CGO_ENABLED=0)"
 	@echo "  test            vet, gofmt check, generated-code check, all tests with -race, short chaos runs"
 	@echo "  chaos           the long chaos run (CHAOS_DURATION=10m, CHAOS_SEED, CHAOS_MODE=process|docker)"
+	@echo "  soak            SOAK_RUNS (10) random-seed runs of SOAK_DURATION (5m) in process mode, then in docker mode"
 	@echo "  run             build, then run a three-node dev fleet on loopback (bin/fak dev)"
 	@echo "  generate        lint the .proto files and regenerate Go code with buf"
 	@echo "  check-generate  fail if the generated code is stale"
@@ -54,8 +59,9 @@ test: vet fmt-check check-generate
 	$(MAKE) --no-print-directory test-chaos-short
 	$(MAKE) --no-print-directory test-compose
 
-# About two minutes of faults: a fixed seed, a random (printed) seed, and a
-# deliberately broken build the harness must reject.
+# About four minutes of faults: a fixed seed, a random (printed) seed in
+# process mode and one in docker mode, the recovery-move regression run, and
+# a deliberately broken build the harness must reject.
 test-chaos-short:
 	$(GO) test -race -count=1 -timeout 15m -v ./chaos
 
@@ -67,6 +73,13 @@ test-compose:
 
 chaos: build
 	$(GO) run ./cmd/fakchaos -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED) -mode $(CHAOS_MODE)
+
+# A soak: every run prints its line as it ends, then a table of all of them;
+# exit status non-zero if any failed. The two modes can also run side by
+# side: go run ./cmd/fakchaos -runs 10 -duration 5m -mode docker.
+soak: build
+	$(GO) run ./cmd/fakchaos -runs $(SOAK_RUNS) -duration $(SOAK_DURATION) -mode process
+	$(GO) run ./cmd/fakchaos -runs $(SOAK_RUNS) -duration $(SOAK_DURATION) -mode docker
 
 # `fak dev` prints the nodes' addresses and the token, and runs until Ctrl-C.
 run: build

@@ -1,7 +1,7 @@
 // Package checker judges a chaos history (see package history) against the
 // journal semantics of fak.
 //
-// Two independent checks are provided:
+// Three independent checks are provided:
 //
 //   - [Linearizable] asks porcupine whether every session's operations can be
 //     ordered into one sequential execution, consistent with real time, that a
@@ -15,10 +15,28 @@
 //     certainly failed but took effect anyway, and data that a read once
 //     returned but the final journal no longer holds.
 //
+//   - [Addresses] holds every address a client was shown — an acknowledged
+//     append, every event of a read or a watch delivery (by digest), a head
+//     reported by a compare mismatch — to the final journals: an address is
+//     a resume cursor, so it must never name another event.
+//
+// # Events the fleet writes itself
+//
+// A workload session's journal holds more than the workload's values: a
+// recovery move of the session writes move.requested, move.checkpointed,
+// move.admitted, move.restored, epoch.changed and move.cutover, each at its
+// own address, between two appends. Every check therefore works by address
+// (Journal holds each event at its seq), never by counting values: the i-th
+// value is not seq i. The model takes the seqs of those events from the
+// final journal (Options.Others) and lets them appear at any time in
+// address order; a head a client observed absorbs those up to it, and a
+// value lands only after every one of them in its way. (Counting values was
+// the bug behind the "moved writes" of the docker run of seed 1231730015.)
+//
 // # The journal model
 //
 // Journals start empty and number their events 1, 2, 3, ... An unconditional
-// append always succeeds and gets seq len+1. A CAS append with ExpectedSeq e
+// append always succeeds and gets seq len+1 (after any fleet events due). A CAS append with ExpectedSeq e
 // succeeds only if len == e (its seq is then e+1). Otherwise it fails with
 // Mismatch set and HeadSeq = len, an observation the model must also explain.
 // A read returns every value in seq order.
@@ -36,7 +54,9 @@
 //     infinite, so porcupine may apply it anywhere after its call, or never
 //     (placing it last is the same as never). A CAS append only applies if its
 //     condition holds at that point.
-//   - OK read: the journal equals Values at some point in its interval.
+//   - OK read: the journal equals Values at some point in its interval;
+//     recorded with addresses, the values sit at Seqs and the head is
+//     HeadSeq.
 //   - Info and Fail reads observed nothing and are dropped.
 //
 // The journal only grows, so the OK reads also narrow when an Info append

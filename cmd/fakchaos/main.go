@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tags     = fs.String("tags", "", "build tags for the fak binary (e.g. fakbug_ackearly to see a bug caught)")
 		fakBin   = fs.String("fak", "", "prebuilt fak binary (default: build ./cmd/fak)")
 		showPlan = fs.Bool("plan", false, "print the fault plan for the seed and exit")
+		runs     = fs.Int("runs", 1, "a soak: this many runs one after another, each with a new random seed, and a table of them")
 		recover  = fs.Duration("recover-after", 3*time.Second, "the nodes' --recover-after: a node down this long has its sessions recovered elsewhere")
 	)
 	fs.Usage = func() {
@@ -54,30 +55,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Error:", err)
 		return 2
 	}
-	if *seed == 0 {
+	if *runs < 1 {
+		fmt.Fprintln(stderr, "Error: -runs must be at least 1")
+		return 2
+	}
+	if *runs > 1 && *seed != 0 {
+		fmt.Fprintln(stderr, "Error: -runs draws a seed per run; -seed replays one run")
+		return 2
+	}
+	if *seed == 0 && *runs == 1 {
 		*seed = rand.Int64N(1<<31) + 1
 	}
 	if *showPlan {
 		fmt.Fprint(stdout, chaos.NewPlan(*seed, *duration, kinds))
 		return 0
 	}
-	if *out == "" {
-		*out = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", *seed))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := chaos.Run(ctx, chaos.Config{
-		Seed: *seed, Duration: *duration, Mode: *mode, Nemeses: kinds, OutDir: *out,
+	cfg := chaos.Config{
+		Duration: *duration, Mode: *mode, Nemeses: kinds,
 		Workload:  chaos.WorkloadConfig{Workers: *workers, ActiveSessions: *sessions},
 		BuildTags: *tags, FakBin: *fakBin, Progress: stderr, RecoverAfter: *recover,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "Error: chaos run (seed %d) could not complete: %v\n", *seed, err)
-		return 1
 	}
-	fmt.Fprint(stdout, rep)
-	if !rep.Ok() {
-		return 1
+	if *runs == 1 {
+		cfg.Seed, cfg.OutDir = *seed, *out
+		if cfg.OutDir == "" {
+			cfg.OutDir = filepath.Join("chaos-out", fmt.Sprintf("seed-%d", *seed))
+		}
+		rep, err := chaos.Run(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "Error: chaos run (seed %d) could not complete: %v\n", *seed, err)
+			return 1
+		}
+		fmt.Fprint(stdout, rep)
+		if !rep.Ok() {
+			return 1
+		}
+		return 0
 	}
-	return 0
+	return soak(ctx, cfg, *runs, *out, stdout, stderr)
 }
