@@ -18,6 +18,7 @@ type nodeClient struct {
 	session   fakv1connect.SessionServiceClient
 	cluster   fakv1connect.ClusterServiceClient
 	lifecycle fakv1connect.LifecycleServiceClient
+	operator  fakv1connect.OperatorServiceClient
 }
 
 func newNodeClients(f Fleet, token string) map[string]*nodeClient {
@@ -31,6 +32,7 @@ func newNodeClients(f Fleet, token string) map[string]*nodeClient {
 			session:   fakv1connect.NewSessionServiceClient(httpClient, base, opts),
 			cluster:   fakv1connect.NewClusterServiceClient(httpClient, base, opts),
 			lifecycle: fakv1connect.NewLifecycleServiceClient(httpClient, base, opts),
+			operator:  fakv1connect.NewOperatorServiceClient(httpClient, base, opts),
 		}
 	}
 	return out

@@ -47,15 +47,19 @@ type Report struct {
 	// FleetEventSessions counts the workload sessions whose final journal
 	// holds events the fleet wrote itself (recovery moves), FleetEvents
 	// those events: the addresses the checkers had to place around them.
-	FleetEventSessions int      `json:"fleet_event_sessions"`
-	FleetEvents        int      `json:"fleet_events"`
-	Logs               []string `json:"logs"`
+	FleetEventSessions int `json:"fleet_event_sessions"`
+	FleetEvents        int `json:"fleet_events"`
+	// ReplayChecks is each node's replay-equivalence check, before and
+	// after the final restart; ReplayProblems the ones that failed.
+	ReplayChecks   []string `json:"replay_checks"`
+	ReplayProblems []string `json:"replay_problems,omitempty"`
+	Logs           []string `json:"logs"`
 }
 
 // Ok is the verdict: linearizable, durable, one lease holder at a time,
 // and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0 && len(r.ReplayProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
@@ -187,6 +191,17 @@ func (r *Report) String() string {
 			}
 			fmt.Fprintf(&b, "  %s\n", p)
 		}
+	}
+	if len(r.ReplayProblems) == 0 {
+		fmt.Fprintf(&b, "replay: every node's live state equals its rebuild from snapshot + log (%d checks)\n", len(r.ReplayChecks))
+	} else {
+		fmt.Fprintf(&b, "replay: %d node(s) differ from their rebuild\n", len(r.ReplayProblems))
+		for _, p := range r.ReplayProblems {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
+	}
+	for _, l := range r.ReplayChecks {
+		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	fmt.Fprintf(&b, "artifacts: %s\n", r.OutDir)
 	return b.String()

@@ -135,6 +135,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, ctx.Err()
 	}
 
+	// Every replica, applied live through all the faults, must equal its
+	// rebuild from snapshot + log (and from the log alone, where it starts
+	// at 1) — checked before the final crash, and again after it.
+	lines, problems := replayChecks(ctx, clients, fleet.Nodes(), "before the final restart:")
+	rep.ReplayChecks, rep.ReplayProblems = append(rep.ReplayChecks, lines...), append(rep.ReplayProblems, problems...)
+
 	// Final state: crash every node at once, restart, read every journal.
 	logf("restarting the whole fleet (SIGKILL all, start all)")
 	for _, n := range fleet.Nodes() {
@@ -156,6 +162,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), sessions, final, 60*time.Second)
+	lines, problems = replayChecks(ctx, clients, fleet.Nodes(), "after it:")
+	rep.ReplayChecks, rep.ReplayProblems = append(rep.ReplayChecks, lines...), append(rep.ReplayProblems, problems...)
 	leaseJournals, err := lw.journals(ctx)
 	if err != nil {
 		return nil, err
