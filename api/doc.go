@@ -6,7 +6,7 @@
 // (roles.go: a procedure missing there is refused), TLS on the API port,
 // request ids, the Prometheus /metrics page, the mapping of domain errors to
 // Connect codes, health and reflection endpoints, and the operator's
-// services (snapshots, Raft peers, ACL tokens).
+// services (snapshots, Raft peers, replay checks, ACL tokens).
 //
 // Handlers never decide a domain rule; the fsm package does.
 package api

@@ -19,6 +19,8 @@ import (
 // the leader. A follower relays the call to the leader, streams included;
 // a stream that broke after bytes went through is not retried (the caller
 // starts over), one that never reached the leader is, like any write.
+// VerifyReplay is the exception: each node checks its own replica
+// (verify.go).
 
 // Reasons of OperatorService errors.
 const (

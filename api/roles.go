@@ -76,6 +76,7 @@ var procedureRoles = map[string]fakv1.Role{
 	fakv1connect.OperatorServiceSnapshotRestoreProcedure:    RoleOperator,
 	fakv1connect.OperatorServiceRaftRemovePeerProcedure:     RoleOperator,
 	fakv1connect.OperatorServiceRaftTransferLeaderProcedure: RoleOperator,
+	fakv1connect.OperatorServiceVerifyReplayProcedure:       RoleOperator,
 
 	fakv1connect.AclServiceCreateTokenProcedure: RoleOperator,
 	fakv1connect.AclServiceListTokensProcedure:  RoleOperator,

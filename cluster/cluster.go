@@ -25,12 +25,16 @@ type Cluster struct {
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
 	logStore  *raftboltdb.BoltStore
+	// snapshots is Raft's snapshot store, read by VerifyReplay.
+	snapshots raft.SnapshotStore
 	gossip    *gossip
 	// gossipRef is gossip for Raft's transport goroutines, which may ask
 	// ServerAddr before New has finished.
 	gossipRef atomic.Pointer[gossip]
 	applier   *applier
 	notifyCh  chan bool
+	// verifying is held by the one VerifyReplay running on this node.
+	verifying sync.Mutex
 
 	// ready is true while this node leads and its FSM has caught up with
 	// everything committed before its term (Barrier after election).
@@ -137,7 +141,7 @@ func (c *Cluster) setupRaft() error {
 		store.Close()
 		return fmt.Errorf("start raft: %w", err)
 	}
-	c.raft, c.transport, c.logStore = r, trans, store
+	c.raft, c.transport, c.logStore, c.snapshots = r, trans, store, snaps
 	c.notifyCh = notify
 	return nil
 }

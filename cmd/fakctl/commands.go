@@ -315,6 +315,19 @@ var commands = []*command{
 		setup: operatorRaftTransferLeaderCommand,
 	},
 	{
+		noun: "operator", verb: "verify-replay",
+		flags:    "[--node NAME | --all] [--timeout 10m]",
+		synopsis: "Check that a node's state equals its rebuild from snapshot and log",
+		help: "Asks a node to rebuild its replicated state in scratch files beside its own: from its latest Raft snapshot " +
+			"and the log entries after it, and from its log alone while the log still starts at index 1, then to compare " +
+			"each rebuild's content (every bucket's keys and values) with its live state at the same index. Prints a row " +
+			"per node: the live index, the snapshot restored, the entries replayed, each rebuild's verdict and the live " +
+			"digest, and for a difference the buckets that differ and the first differing key. The node at --addr checks " +
+			"itself, or relays to --node; --all checks every server of the Raft configuration. Exits 1 when a rebuild " +
+			"differs or a node could not be checked. Needs the operator role.",
+		setup: operatorVerifyReplayCommand,
+	},
+	{
 		noun: "acl", verb: "token create",
 		flags:    "--role read|agent|operator [--description D] [--request-id R]",
 		synopsis: "Create an API token with a role",

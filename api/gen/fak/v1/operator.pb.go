@@ -493,6 +493,463 @@ func (x *RaftTransferLeaderResponse) GetLeader() string {
 	return ""
 }
 
+type VerifyReplayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node to check ("": the node serving the call).
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Check every server of the Raft configuration, concurrently.
+	All           bool `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyReplayRequest) Reset() {
+	*x = VerifyReplayRequest{}
+	mi := &file_fak_v1_operator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyReplayRequest) ProtoMessage() {}
+
+func (x *VerifyReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyReplayRequest.ProtoReflect.Descriptor instead.
+func (*VerifyReplayRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *VerifyReplayRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *VerifyReplayRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type VerifyReplayResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One check per node: the node asked for, or every Raft peer (all).
+	Nodes         []*ReplayCheck `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyReplayResponse) Reset() {
+	*x = VerifyReplayResponse{}
+	mi := &file_fak_v1_operator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyReplayResponse) ProtoMessage() {}
+
+func (x *VerifyReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyReplayResponse.ProtoReflect.Descriptor instead.
+func (*VerifyReplayResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *VerifyReplayResponse) GetNodes() []*ReplayCheck {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// ReplayCheck is one node's replay-equivalence check.
+type ReplayCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The live state's applied index and content digest (SHA-256, hex),
+	// read together.
+	LiveIndex  uint64 `protobuf:"varint,2,opt,name=live_index,json=liveIndex,proto3" json:"live_index,omitempty"`
+	LiveDigest string `protobuf:"bytes,3,opt,name=live_digest,json=liveDigest,proto3" json:"live_digest,omitempty"`
+	// Every rebuild equals the live state (false when error is set).
+	Equal bool `protobuf:"varint,4,opt,name=equal,proto3" json:"equal,omitempty"`
+	// The first rebuild restores the latest snapshot at or below the live
+	// index and replays the log after it (the log alone when there is no
+	// snapshot); the second, when present, replays the log alone from 1.
+	Rebuilds []*ReplayRebuild `protobuf:"bytes,5,rep,name=rebuilds,proto3" json:"rebuilds,omitempty"`
+	// Why no rebuild from the log alone ran ("" when one did).
+	LogOnlySkipped string `protobuf:"bytes,6,opt,name=log_only_skipped,json=logOnlySkipped,proto3" json:"log_only_skipped,omitempty"`
+	// Set when the node could not be checked (all = true).
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayCheck) Reset() {
+	*x = ReplayCheck{}
+	mi := &file_fak_v1_operator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayCheck) ProtoMessage() {}
+
+func (x *ReplayCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayCheck.ProtoReflect.Descriptor instead.
+func (*ReplayCheck) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReplayCheck) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplayCheck) GetLiveIndex() uint64 {
+	if x != nil {
+		return x.LiveIndex
+	}
+	return 0
+}
+
+func (x *ReplayCheck) GetLiveDigest() string {
+	if x != nil {
+		return x.LiveDigest
+	}
+	return ""
+}
+
+func (x *ReplayCheck) GetEqual() bool {
+	if x != nil {
+		return x.Equal
+	}
+	return false
+}
+
+func (x *ReplayCheck) GetRebuilds() []*ReplayRebuild {
+	if x != nil {
+		return x.Rebuilds
+	}
+	return nil
+}
+
+func (x *ReplayCheck) GetLogOnlySkipped() string {
+	if x != nil {
+		return x.LogOnlySkipped
+	}
+	return ""
+}
+
+func (x *ReplayCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ReplayRebuild is one rebuild of the state at the live index.
+type ReplayRebuild struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "snapshot+log" or "log".
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// The snapshot restored ("" and 0: none).
+	SnapshotId    string `protobuf:"bytes,2,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	SnapshotIndex uint64 `protobuf:"varint,3,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// Log entries replayed, first_index to last_index (entries = 0: none).
+	FirstIndex uint64 `protobuf:"varint,4,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
+	LastIndex  uint64 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	Entries    uint64 `protobuf:"varint,6,opt,name=entries,proto3" json:"entries,omitempty"`
+	// Content digest of the rebuilt state and whether it is the live one's.
+	Digest string `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
+	Equal  bool   `protobuf:"varint,8,opt,name=equal,proto3" json:"equal,omitempty"`
+	// For a mismatch: the buckets that differ.
+	Differences []*BucketDifference `protobuf:"bytes,9,rep,name=differences,proto3" json:"differences,omitempty"`
+	// For a mismatch: the first key that differs, when known (the live state
+	// was still at the live index once the rebuild finished).
+	FirstDifference *KeyDifference `protobuf:"bytes,10,opt,name=first_difference,json=firstDifference,proto3" json:"first_difference,omitempty"`
+	DurationMs      int64          `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReplayRebuild) Reset() {
+	*x = ReplayRebuild{}
+	mi := &file_fak_v1_operator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayRebuild) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayRebuild) ProtoMessage() {}
+
+func (x *ReplayRebuild) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayRebuild.ProtoReflect.Descriptor instead.
+func (*ReplayRebuild) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReplayRebuild) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ReplayRebuild) GetSnapshotId() string {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return ""
+}
+
+func (x *ReplayRebuild) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *ReplayRebuild) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *ReplayRebuild) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *ReplayRebuild) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *ReplayRebuild) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ReplayRebuild) GetEqual() bool {
+	if x != nil {
+		return x.Equal
+	}
+	return false
+}
+
+func (x *ReplayRebuild) GetDifferences() []*BucketDifference {
+	if x != nil {
+		return x.Differences
+	}
+	return nil
+}
+
+func (x *ReplayRebuild) GetFirstDifference() *KeyDifference {
+	if x != nil {
+		return x.FirstDifference
+	}
+	return nil
+}
+
+func (x *ReplayRebuild) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+// BucketDifference is a bucket whose content differs, with its key count
+// in the live and the rebuilt state.
+type BucketDifference struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	LiveKeys      uint64                 `protobuf:"varint,2,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"`
+	RebuiltKeys   uint64                 `protobuf:"varint,3,opt,name=rebuilt_keys,json=rebuiltKeys,proto3" json:"rebuilt_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketDifference) Reset() {
+	*x = BucketDifference{}
+	mi := &file_fak_v1_operator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketDifference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketDifference) ProtoMessage() {}
+
+func (x *BucketDifference) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketDifference.ProtoReflect.Descriptor instead.
+func (*BucketDifference) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BucketDifference) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *BucketDifference) GetLiveKeys() uint64 {
+	if x != nil {
+		return x.LiveKeys
+	}
+	return 0
+}
+
+func (x *BucketDifference) GetRebuiltKeys() uint64 {
+	if x != nil {
+		return x.RebuiltKeys
+	}
+	return 0
+}
+
+// KeyDifference is the first key, in bucket and key order, where the live
+// and the rebuilt state differ.
+type KeyDifference struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Key    []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// "value differs", "only in the live state" or "only in the rebuilt state".
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyDifference) Reset() {
+	*x = KeyDifference{}
+	mi := &file_fak_v1_operator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyDifference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyDifference) ProtoMessage() {}
+
+func (x *KeyDifference) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_operator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyDifference.ProtoReflect.Descriptor instead.
+func (*KeyDifference) Descriptor() ([]byte, []int) {
+	return file_fak_v1_operator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *KeyDifference) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *KeyDifference) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *KeyDifference) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 var File_fak_v1_operator_proto protoreflect.FileDescriptor
 
 const file_fak_v1_operator_proto_rawDesc = "" +
@@ -525,12 +982,53 @@ const file_fak_v1_operator_proto_rawDesc = "" +
 	"\x19RaftTransferLeaderRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\"4\n" +
 	"\x1aRaftTransferLeaderResponse\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader2\xe2\x02\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\";\n" +
+	"\x13VerifyReplayRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"A\n" +
+	"\x14VerifyReplayResponse\x12)\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.fak.v1.ReplayCheckR\x05nodes\"\xea\x01\n" +
+	"\vReplayCheck\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"live_index\x18\x02 \x01(\x04R\tliveIndex\x12\x1f\n" +
+	"\vlive_digest\x18\x03 \x01(\tR\n" +
+	"liveDigest\x12\x14\n" +
+	"\x05equal\x18\x04 \x01(\bR\x05equal\x121\n" +
+	"\brebuilds\x18\x05 \x03(\v2\x15.fak.v1.ReplayRebuildR\brebuilds\x12(\n" +
+	"\x10log_only_skipped\x18\x06 \x01(\tR\x0elogOnlySkipped\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"\x96\x03\n" +
+	"\rReplayRebuild\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1f\n" +
+	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
+	"snapshotId\x12%\n" +
+	"\x0esnapshot_index\x18\x03 \x01(\x04R\rsnapshotIndex\x12\x1f\n" +
+	"\vfirst_index\x18\x04 \x01(\x04R\n" +
+	"firstIndex\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex\x12\x18\n" +
+	"\aentries\x18\x06 \x01(\x04R\aentries\x12\x16\n" +
+	"\x06digest\x18\a \x01(\tR\x06digest\x12\x14\n" +
+	"\x05equal\x18\b \x01(\bR\x05equal\x12:\n" +
+	"\vdifferences\x18\t \x03(\v2\x18.fak.v1.BucketDifferenceR\vdifferences\x12@\n" +
+	"\x10first_difference\x18\n" +
+	" \x01(\v2\x15.fak.v1.KeyDifferenceR\x0ffirstDifference\x12\x1f\n" +
+	"\vduration_ms\x18\v \x01(\x03R\n" +
+	"durationMs\"j\n" +
+	"\x10BucketDifference\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x1b\n" +
+	"\tlive_keys\x18\x02 \x01(\x04R\bliveKeys\x12!\n" +
+	"\frebuilt_keys\x18\x03 \x01(\x04R\vrebuiltKeys\"M\n" +
+	"\rKeyDifference\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind2\xb2\x03\n" +
 	"\x0fOperatorService\x12K\n" +
 	"\fSnapshotSave\x12\x1b.fak.v1.SnapshotSaveRequest\x1a\x1c.fak.v1.SnapshotSaveResponse0\x01\x12T\n" +
 	"\x0fSnapshotRestore\x12\x1e.fak.v1.SnapshotRestoreRequest\x1a\x1f.fak.v1.SnapshotRestoreResponse(\x01\x12O\n" +
 	"\x0eRaftRemovePeer\x12\x1d.fak.v1.RaftRemovePeerRequest\x1a\x1e.fak.v1.RaftRemovePeerResponse\x12[\n" +
-	"\x12RaftTransferLeader\x12!.fak.v1.RaftTransferLeaderRequest\x1a\".fak.v1.RaftTransferLeaderResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x12RaftTransferLeader\x12!.fak.v1.RaftTransferLeaderRequest\x1a\".fak.v1.RaftTransferLeaderResponse\x12N\n" +
+	"\fVerifyReplay\x12\x1b.fak.v1.VerifyReplayRequest\x1a\x1c.fak.v1.VerifyReplayResponse\"\x03\x90\x02\x01B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_operator_proto_rawDescOnce sync.Once
@@ -544,7 +1042,7 @@ func file_fak_v1_operator_proto_rawDescGZIP() []byte {
 	return file_fak_v1_operator_proto_rawDescData
 }
 
-var file_fak_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_fak_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_fak_v1_operator_proto_goTypes = []any{
 	(*SnapshotSaveRequest)(nil),        // 0: fak.v1.SnapshotSaveRequest
 	(*SnapshotSaveResponse)(nil),       // 1: fak.v1.SnapshotSaveResponse
@@ -555,22 +1053,34 @@ var file_fak_v1_operator_proto_goTypes = []any{
 	(*RaftRemovePeerResponse)(nil),     // 6: fak.v1.RaftRemovePeerResponse
 	(*RaftTransferLeaderRequest)(nil),  // 7: fak.v1.RaftTransferLeaderRequest
 	(*RaftTransferLeaderResponse)(nil), // 8: fak.v1.RaftTransferLeaderResponse
+	(*VerifyReplayRequest)(nil),        // 9: fak.v1.VerifyReplayRequest
+	(*VerifyReplayResponse)(nil),       // 10: fak.v1.VerifyReplayResponse
+	(*ReplayCheck)(nil),                // 11: fak.v1.ReplayCheck
+	(*ReplayRebuild)(nil),              // 12: fak.v1.ReplayRebuild
+	(*BucketDifference)(nil),           // 13: fak.v1.BucketDifference
+	(*KeyDifference)(nil),              // 14: fak.v1.KeyDifference
 }
 var file_fak_v1_operator_proto_depIdxs = []int32{
-	3, // 0: fak.v1.SnapshotRestoreResponse.meta:type_name -> fak.v1.SnapshotMeta
-	0, // 1: fak.v1.OperatorService.SnapshotSave:input_type -> fak.v1.SnapshotSaveRequest
-	2, // 2: fak.v1.OperatorService.SnapshotRestore:input_type -> fak.v1.SnapshotRestoreRequest
-	5, // 3: fak.v1.OperatorService.RaftRemovePeer:input_type -> fak.v1.RaftRemovePeerRequest
-	7, // 4: fak.v1.OperatorService.RaftTransferLeader:input_type -> fak.v1.RaftTransferLeaderRequest
-	1, // 5: fak.v1.OperatorService.SnapshotSave:output_type -> fak.v1.SnapshotSaveResponse
-	4, // 6: fak.v1.OperatorService.SnapshotRestore:output_type -> fak.v1.SnapshotRestoreResponse
-	6, // 7: fak.v1.OperatorService.RaftRemovePeer:output_type -> fak.v1.RaftRemovePeerResponse
-	8, // 8: fak.v1.OperatorService.RaftTransferLeader:output_type -> fak.v1.RaftTransferLeaderResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	3,  // 0: fak.v1.SnapshotRestoreResponse.meta:type_name -> fak.v1.SnapshotMeta
+	11, // 1: fak.v1.VerifyReplayResponse.nodes:type_name -> fak.v1.ReplayCheck
+	12, // 2: fak.v1.ReplayCheck.rebuilds:type_name -> fak.v1.ReplayRebuild
+	13, // 3: fak.v1.ReplayRebuild.differences:type_name -> fak.v1.BucketDifference
+	14, // 4: fak.v1.ReplayRebuild.first_difference:type_name -> fak.v1.KeyDifference
+	0,  // 5: fak.v1.OperatorService.SnapshotSave:input_type -> fak.v1.SnapshotSaveRequest
+	2,  // 6: fak.v1.OperatorService.SnapshotRestore:input_type -> fak.v1.SnapshotRestoreRequest
+	5,  // 7: fak.v1.OperatorService.RaftRemovePeer:input_type -> fak.v1.RaftRemovePeerRequest
+	7,  // 8: fak.v1.OperatorService.RaftTransferLeader:input_type -> fak.v1.RaftTransferLeaderRequest
+	9,  // 9: fak.v1.OperatorService.VerifyReplay:input_type -> fak.v1.VerifyReplayRequest
+	1,  // 10: fak.v1.OperatorService.SnapshotSave:output_type -> fak.v1.SnapshotSaveResponse
+	4,  // 11: fak.v1.OperatorService.SnapshotRestore:output_type -> fak.v1.SnapshotRestoreResponse
+	6,  // 12: fak.v1.OperatorService.RaftRemovePeer:output_type -> fak.v1.RaftRemovePeerResponse
+	8,  // 13: fak.v1.OperatorService.RaftTransferLeader:output_type -> fak.v1.RaftTransferLeaderResponse
+	10, // 14: fak.v1.OperatorService.VerifyReplay:output_type -> fak.v1.VerifyReplayResponse
+	10, // [10:15] is the sub-list for method output_type
+	5,  // [5:10] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_operator_proto_init() }
@@ -584,7 +1094,7 @@ func file_fak_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_operator_proto_rawDesc), len(file_fak_v1_operator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,9 @@ const (
 	// OperatorServiceRaftTransferLeaderProcedure is the fully-qualified name of the OperatorService's
 	// RaftTransferLeader RPC.
 	OperatorServiceRaftTransferLeaderProcedure = "/fak.v1.OperatorService/RaftTransferLeader"
+	// OperatorServiceVerifyReplayProcedure is the fully-qualified name of the OperatorService's
+	// VerifyReplay RPC.
+	OperatorServiceVerifyReplayProcedure = "/fak.v1.OperatorService/VerifyReplay"
 )
 
 // OperatorServiceClient is a client for the fak.v1.OperatorService service.
@@ -62,6 +65,15 @@ type OperatorServiceClient interface {
 	RaftRemovePeer(context.Context, *connect.Request[v1.RaftRemovePeerRequest]) (*connect.Response[v1.RaftRemovePeerResponse], error)
 	// RaftTransferLeader hands leadership to another voter (to = "": any).
 	RaftTransferLeader(context.Context, *connect.Request[v1.RaftTransferLeaderRequest]) (*connect.Response[v1.RaftTransferLeaderResponse], error)
+	// VerifyReplay checks a replica: its live state must equal a fresh state
+	// rebuilt from its latest Raft snapshot and the log after it, and one
+	// rebuilt from its log alone while the log still starts at index 1
+	// (contents compared: every bucket's keys and values). Each node checks
+	// its own replica, so the call is answered by the node that receives it,
+	// never relayed to the leader; it relays it to the node named, or to
+	// every Raft peer with all = true. A mismatch is an answer with equal =
+	// false; an error means the check could not be carried out.
+	VerifyReplay(context.Context, *connect.Request[v1.VerifyReplayRequest]) (*connect.Response[v1.VerifyReplayResponse], error)
 }
 
 // NewOperatorServiceClient constructs a client for the fak.v1.OperatorService service. By default,
@@ -99,6 +111,13 @@ func NewOperatorServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(operatorServiceMethods.ByName("RaftTransferLeader")),
 			connect.WithClientOptions(opts...),
 		),
+		verifyReplay: connect.NewClient[v1.VerifyReplayRequest, v1.VerifyReplayResponse](
+			httpClient,
+			baseURL+OperatorServiceVerifyReplayProcedure,
+			connect.WithSchema(operatorServiceMethods.ByName("VerifyReplay")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -108,6 +127,7 @@ type operatorServiceClient struct {
 	snapshotRestore    *connect.Client[v1.SnapshotRestoreRequest, v1.SnapshotRestoreResponse]
 	raftRemovePeer     *connect.Client[v1.RaftRemovePeerRequest, v1.RaftRemovePeerResponse]
 	raftTransferLeader *connect.Client[v1.RaftTransferLeaderRequest, v1.RaftTransferLeaderResponse]
+	verifyReplay       *connect.Client[v1.VerifyReplayRequest, v1.VerifyReplayResponse]
 }
 
 // SnapshotSave calls fak.v1.OperatorService.SnapshotSave.
@@ -130,6 +150,11 @@ func (c *operatorServiceClient) RaftTransferLeader(ctx context.Context, req *con
 	return c.raftTransferLeader.CallUnary(ctx, req)
 }
 
+// VerifyReplay calls fak.v1.OperatorService.VerifyReplay.
+func (c *operatorServiceClient) VerifyReplay(ctx context.Context, req *connect.Request[v1.VerifyReplayRequest]) (*connect.Response[v1.VerifyReplayResponse], error) {
+	return c.verifyReplay.CallUnary(ctx, req)
+}
+
 // OperatorServiceHandler is an implementation of the fak.v1.OperatorService service.
 type OperatorServiceHandler interface {
 	// SnapshotSave streams a consistent snapshot of the FSM, taken by the
@@ -145,6 +170,15 @@ type OperatorServiceHandler interface {
 	RaftRemovePeer(context.Context, *connect.Request[v1.RaftRemovePeerRequest]) (*connect.Response[v1.RaftRemovePeerResponse], error)
 	// RaftTransferLeader hands leadership to another voter (to = "": any).
 	RaftTransferLeader(context.Context, *connect.Request[v1.RaftTransferLeaderRequest]) (*connect.Response[v1.RaftTransferLeaderResponse], error)
+	// VerifyReplay checks a replica: its live state must equal a fresh state
+	// rebuilt from its latest Raft snapshot and the log after it, and one
+	// rebuilt from its log alone while the log still starts at index 1
+	// (contents compared: every bucket's keys and values). Each node checks
+	// its own replica, so the call is answered by the node that receives it,
+	// never relayed to the leader; it relays it to the node named, or to
+	// every Raft peer with all = true. A mismatch is an answer with equal =
+	// false; an error means the check could not be carried out.
+	VerifyReplay(context.Context, *connect.Request[v1.VerifyReplayRequest]) (*connect.Response[v1.VerifyReplayResponse], error)
 }
 
 // NewOperatorServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -178,6 +212,13 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 		connect.WithSchema(operatorServiceMethods.ByName("RaftTransferLeader")),
 		connect.WithHandlerOptions(opts...),
 	)
+	operatorServiceVerifyReplayHandler := connect.NewUnaryHandler(
+		OperatorServiceVerifyReplayProcedure,
+		svc.VerifyReplay,
+		connect.WithSchema(operatorServiceMethods.ByName("VerifyReplay")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.OperatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OperatorServiceSnapshotSaveProcedure:
@@ -188,6 +229,8 @@ func NewOperatorServiceHandler(svc OperatorServiceHandler, opts ...connect.Handl
 			operatorServiceRaftRemovePeerHandler.ServeHTTP(w, r)
 		case OperatorServiceRaftTransferLeaderProcedure:
 			operatorServiceRaftTransferLeaderHandler.ServeHTTP(w, r)
+		case OperatorServiceVerifyReplayProcedure:
+			operatorServiceVerifyReplayHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -211,4 +254,8 @@ func (UnimplementedOperatorServiceHandler) RaftRemovePeer(context.Context, *conn
 
 func (UnimplementedOperatorServiceHandler) RaftTransferLeader(context.Context, *connect.Request[v1.RaftTransferLeaderRequest]) (*connect.Response[v1.RaftTransferLeaderResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.OperatorService.RaftTransferLeader is not implemented"))
+}
+
+func (UnimplementedOperatorServiceHandler) VerifyReplay(context.Context, *connect.Request[v1.VerifyReplayRequest]) (*connect.Response[v1.VerifyReplayResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.OperatorService.VerifyReplay is not implemented"))
 }
