@@ -6,7 +6,10 @@
 // (roles.go: a procedure missing there is refused), TLS on the API port,
 // request ids, the Prometheus /metrics page, the mapping of domain errors to
 // Connect codes, health and reflection endpoints, and the operator's
-// services (snapshots, Raft peers, replay checks, ACL tokens).
+// services (snapshots, Raft peers, replay checks, ACL tokens). The snapshot
+// file format is the cluster's (cluster/snapshotfile); api shows its header
+// as fak.v1.SnapshotMeta (snapshotmeta.go) and lets clients verify a file
+// offline (VerifySnapshotFile).
 //
 // Handlers never decide a domain rule; the fsm package does.
 package api

@@ -11,8 +11,8 @@ import (
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
-	"github.com/fak-dev/fak/api/snapshotfile"
 	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/cluster/snapshotfile"
 )
 
 // OperatorService: backups and Raft configuration changes, all served by
@@ -81,7 +81,7 @@ func (h *operatorHandler) SnapshotSave(ctx context.Context, req *connect.Request
 				return struct{}{}, streamStarted(err)
 			}
 			if err == nil {
-				h.s.logger.Info("snapshot saved", "index", meta.GetIndex(), "bytes", out.sent)
+				h.s.logger.Info("snapshot saved", "index", meta.Index, "bytes", out.sent)
 			}
 			return struct{}{}, err
 		},
@@ -138,7 +138,7 @@ func (h *operatorHandler) SnapshotRestore(ctx context.Context, stream *connect.C
 				}
 				return nil, err
 			}
-			return &fakv1.SnapshotRestoreResponse{Meta: meta, RestoredIndex: index}, nil
+			return &fakv1.SnapshotRestoreResponse{Meta: snapshotMeta(meta), RestoredIndex: index}, nil
 		},
 		func(ctx context.Context, p *peerClients) (*fakv1.SnapshotRestoreResponse, error) {
 			remote := p.operator.SnapshotRestore(ctx)

@@ -8,8 +8,8 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/api/snapshotfile"
 	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/cluster/snapshotfile"
 )
 
 func TestOperatorErrorCodes(t *testing.T) {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/api/snapshotfile"
+	"github.com/fak-dev/fak/cluster/snapshotfile"
 	"github.com/fak-dev/fak/fsm"
 )
 
@@ -27,7 +26,7 @@ const restoreTimeout = 2 * time.Minute
 
 // SaveSnapshot takes a snapshot of the replicated state on this (leader)
 // node and writes it to w as a snapshot file. It returns the header written.
-func (c *Cluster) SaveSnapshot(ctx context.Context, w io.Writer) (*fakv1.SnapshotMeta, error) {
+func (c *Cluster) SaveSnapshot(ctx context.Context, w io.Writer) (*snapshotfile.Header, error) {
 	if !c.IsLeader() {
 		return nil, ErrNotLeader
 	}
@@ -53,10 +52,10 @@ func (c *Cluster) SaveSnapshot(ctx context.Context, w io.Writer) (*fakv1.Snapsho
 	if d.Size() != uint64(rmeta.Size) {
 		return nil, fmt.Errorf("spool snapshot: read %d bytes, raft says %d", d.Size(), rmeta.Size)
 	}
-	meta := &fakv1.SnapshotMeta{
+	meta := &snapshotfile.Header{
 		Version: snapshotfile.Version, Index: rmeta.Index, Term: rmeta.Term,
 		Node: c.cfg.Name, CreatedUnixNano: time.Now().UnixNano(),
-		Size: d.Size(), Sha256: d.Sum(),
+		Size: d.Size(), SHA256: d.Sum(),
 	}
 	if err := c.countState(spool.Name(), meta); err != nil {
 		return nil, err
@@ -79,7 +78,7 @@ func (c *Cluster) SaveSnapshot(ctx context.Context, w io.Writer) (*fakv1.Snapsho
 // header and the Raft index of the fleet once the restore is committed. A
 // file that fails verification is a snapshotfile.FormatError and changes
 // nothing.
-func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*fakv1.SnapshotMeta, uint64, error) {
+func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*snapshotfile.Header, uint64, error) {
 	if !c.IsLeader() {
 		return nil, 0, ErrNotLeader
 	}
@@ -97,7 +96,7 @@ func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*fakv1.Snap
 	}
 	// The checksum proves the bytes are the ones saved; opening them as an
 	// FSM proves they are a state this build can run.
-	var counted fakv1.SnapshotMeta
+	var counted snapshotfile.Header
 	if err := c.countState(spool.Name(), &counted); err != nil {
 		return nil, 0, &snapshotfile.FormatError{Reason: err.Error()}
 	}
@@ -108,13 +107,13 @@ func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*fakv1.Snap
 		return nil, 0, ErrNotLeader
 	}
 	rmeta := &raft.SnapshotMeta{
-		Version: raft.SnapshotVersionMax, Index: meta.GetIndex(), Term: meta.GetTerm(), Size: int64(meta.GetSize()),
+		Version: raft.SnapshotVersionMax, Index: meta.Index, Term: meta.Term, Size: int64(meta.Size),
 	}
 	if err := c.raft.Restore(rmeta, spool, restoreTimeout); err != nil {
 		return nil, 0, fmt.Errorf("restore snapshot: %w", mapRaftError(err))
 	}
-	c.logger.Info("restored snapshot", "snapshot_index", meta.GetIndex(), "snapshot_node", meta.GetNode(),
-		"sessions", counted.GetSessions(), "events", counted.GetEvents())
+	c.logger.Info("restored snapshot", "snapshot_index", meta.Index, "snapshot_node", meta.Node,
+		"sessions", counted.Sessions, "events", counted.Events)
 	// The restored database records the applied index it was saved at, below
 	// the index Raft gave the restore: until the FSM applies an entry, every
 	// replica's applied index would lag its commit index and reads would
@@ -133,7 +132,7 @@ func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*fakv1.Snap
 // countState opens the state at path as a scratch FSM (which validates it
 // as a complete FSM database) and fills meta's counts: sessions, events
 // (the sum of their journal heads) and ACL tokens.
-func (c *Cluster) countState(path string, meta *fakv1.SnapshotMeta) error {
+func (c *Cluster) countState(path string, meta *snapshotfile.Header) error {
 	dir, err := os.MkdirTemp(c.cfg.DataDir, "snapshot-check-")
 	if err != nil {
 		return fmt.Errorf("scratch dir: %w", err)
@@ -151,7 +150,7 @@ func (c *Cluster) countState(path string, meta *fakv1.SnapshotMeta) error {
 	if err := scratch.Restore(in); err != nil {
 		return err
 	}
-	meta.Sessions, meta.Events, meta.AclTokens = 0, 0, 0
+	meta.Sessions, meta.Events, meta.ACLTokens = 0, 0, 0
 	after := ""
 	for {
 		page, more, err := scratch.Sessions(after, 1024)
@@ -171,7 +170,7 @@ func (c *Cluster) countState(path string, meta *fakv1.SnapshotMeta) error {
 	if err != nil {
 		return fmt.Errorf("count acl tokens: %w", err)
 	}
-	meta.AclTokens = uint64(len(tokens))
+	meta.ACLTokens = uint64(len(tokens))
 	return nil
 }
 

@@ -5,17 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"sort"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
-	"github.com/fak-dev/fak/api/snapshotfile"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -64,13 +63,9 @@ func restoreSnapshot(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, 
 // readHeader parses and verifies a snapshot file.
 func readHeader(t *testing.T, file []byte) *fakv1.SnapshotMeta {
 	t.Helper()
-	r := bytes.NewReader(file)
-	meta, err := snapshotfile.ReadHeader(r)
+	meta, err := api.VerifySnapshotFile(bytes.NewReader(file))
 	if err != nil {
-		t.Fatalf("snapshot header: %v", err)
-	}
-	if err := snapshotfile.CopyState(io.Discard, r, meta); err != nil {
-		t.Fatalf("snapshot state: %v", err)
+		t.Fatalf("snapshot file: %v", err)
 	}
 	return meta
 }

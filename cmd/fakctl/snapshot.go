@@ -10,9 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
-	"github.com/fak-dev/fak/api/snapshotfile"
 )
 
 // Backups of the fleet's replicated state (OperatorService): save streams a
@@ -144,14 +144,7 @@ func verifySnapshotFile(path string) (*fakv1.SnapshotMeta, error) {
 		return nil, err
 	}
 	defer f.Close()
-	meta, err := snapshotfile.ReadHeader(f)
-	if err != nil {
-		return nil, err
-	}
-	if err := snapshotfile.CopyState(io.Discard, f, meta); err != nil {
-		return nil, err
-	}
-	return meta, nil
+	return api.VerifySnapshotFile(f)
 }
 
 func snapshotFields(m *fakv1.SnapshotMeta) [][2]string {

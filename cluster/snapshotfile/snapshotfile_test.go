@@ -6,18 +6,14 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"google.golang.org/protobuf/proto"
-
-	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
 
 // file builds a snapshot file around state.
-func file(t *testing.T, state []byte, edit func(*fakv1.SnapshotMeta)) ([]byte, *fakv1.SnapshotMeta) {
+func file(t *testing.T, state []byte, edit func(*Header)) ([]byte, *Header) {
 	t.Helper()
 	d := NewDigest()
 	d.Write(state)
-	meta := &fakv1.SnapshotMeta{Version: Version, Index: 42, Term: 3, Node: "n1", Size: d.Size(), Sha256: d.Sum(), Sessions: 2, Events: 9}
+	meta := &Header{Version: Version, Index: 42, Term: 3, Node: "n1", Size: d.Size(), SHA256: d.Sum(), Sessions: 2, Events: 9}
 	if edit != nil {
 		edit(meta)
 	}
@@ -37,7 +33,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(got, want) {
+	if *got != *want {
 		t.Fatalf("header %v, wrote %v", got, want)
 	}
 	var out bytes.Buffer
@@ -54,8 +50,8 @@ func TestRefusals(t *testing.T) {
 	good, _ := file(t, state, nil)
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)-3] ^= 0x20
-	otherVersion, _ := file(t, state, func(m *fakv1.SnapshotMeta) { m.Version = 2 })
-	noSum, _ := file(t, state, func(m *fakv1.SnapshotMeta) { m.Sha256 = "" })
+	otherVersion, _ := file(t, state, func(m *Header) { m.Version = 2 })
+	noSum, _ := file(t, state, func(m *Header) { m.SHA256 = "" })
 	hugeHeader := append([]byte(Magic), binary.BigEndian.AppendUint32(nil, 1<<30)...)
 
 	for _, tc := range []struct {

@@ -1,14 +1,17 @@
 // Package snapshotfile reads and writes fak snapshot files: the backup of a
-// fleet's replicated state that OperatorService.SnapshotSave streams and
-// SnapshotRestore takes back. It imports only the API messages and the
-// standard library, so fakctl can inspect a file offline without any of the
-// server's dependencies.
+// fleet's replicated state that cluster.SaveSnapshot writes and
+// cluster.RestoreSnapshot verifies and installs (OperatorService streams
+// these bytes as they are). It owns the format and its Header type, and
+// imports nothing of fak and only the protobuf wire encoding beside the
+// standard library, so a client can verify a file offline without any of
+// the server's dependencies. The API's fak.v1.SnapshotMeta is the same
+// header as a message; package api converts one to the other.
 //
 // Layout (version 1):
 //
 //	magic    8 bytes  "FAKSNAP\n"
 //	length   4 bytes  big-endian length N of the header
-//	header   N bytes  fak.v1.SnapshotMeta, protobuf
+//	header   N bytes  Header in protobuf wire format (header.go)
 //	state    size bytes: the FSM database (a bbolt file), SHA-256 in the header
 //
 // The header comes first so a reader knows what it holds and how to verify
@@ -24,10 +27,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-
-	"google.golang.org/protobuf/proto"
-
-	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
 
 // Version is the format version this package writes and reads.
@@ -57,10 +56,10 @@ func IsFormatError(err error) bool {
 	return errors.As(err, &fe)
 }
 
-// WriteHeader writes the magic and meta. The state (meta.Size bytes whose
-// SHA-256 is meta.Sha256) must follow.
-func WriteHeader(w io.Writer, meta *fakv1.SnapshotMeta) error {
-	hdr, err := proto.Marshal(meta)
+// WriteHeader writes the magic and h. The state (h.Size bytes whose SHA-256
+// is h.SHA256) must follow.
+func WriteHeader(w io.Writer, h *Header) error {
+	hdr, err := h.marshal()
 	if err != nil {
 		return fmt.Errorf("encode snapshot header: %w", err)
 	}
@@ -74,7 +73,7 @@ func WriteHeader(w io.Writer, meta *fakv1.SnapshotMeta) error {
 
 // ReadHeader reads the magic and header, leaving r at the first byte of the
 // state. A file of another format or version is a FormatError.
-func ReadHeader(r io.Reader) (*fakv1.SnapshotMeta, error) {
+func ReadHeader(r io.Reader) (*Header, error) {
 	var magic [len(Magic)]byte
 	n, err := io.ReadFull(r, magic[:])
 	if string(magic[:n]) != Magic[:n] {
@@ -95,17 +94,17 @@ func ReadHeader(r io.Reader) (*fakv1.SnapshotMeta, error) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, truncated(err, "truncated header")
 	}
-	meta := &fakv1.SnapshotMeta{}
-	if err := proto.Unmarshal(hdr, meta); err != nil {
+	h := &Header{}
+	if err := h.unmarshal(hdr); err != nil {
 		return nil, formatErrorf("undecodable header: %v", err)
 	}
-	if meta.GetVersion() != Version {
-		return nil, formatErrorf("unsupported version %d (this build reads version %d)", meta.GetVersion(), Version)
+	if h.Version != Version {
+		return nil, formatErrorf("unsupported version %d (this build reads version %d)", h.Version, Version)
 	}
-	if len(meta.GetSha256()) != hex.EncodedLen(sha256.Size) {
+	if len(h.SHA256) != hex.EncodedLen(sha256.Size) {
 		return nil, formatErrorf("header has no valid sha256")
 	}
-	return meta, nil
+	return h, nil
 }
 
 // truncated turns an early end of file into a FormatError and passes any
@@ -139,25 +138,25 @@ func (d *Digest) Size() uint64 { return d.size }
 func (d *Digest) Sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
 
 // CopyState copies the state that follows a header read by ReadHeader from
-// r to w (io.Discard to only verify) and checks it against meta: exactly
-// meta.Size bytes, then end of file, with meta.Sha256. A mismatch is a
-// FormatError; w may have received bytes by then, so callers spool to a
-// scratch file and use it only when CopyState succeeds.
-func CopyState(w io.Writer, r io.Reader, meta *fakv1.SnapshotMeta) error {
+// r to w (io.Discard to only verify) and checks it against h: exactly h.Size
+// bytes, then end of file, with h.SHA256. A mismatch is a FormatError; w may
+// have received bytes by then, so callers spool to a scratch file and use it
+// only when CopyState succeeds.
+func CopyState(w io.Writer, r io.Reader, h *Header) error {
 	d := NewDigest()
-	n, err := io.Copy(io.MultiWriter(w, d), io.LimitReader(r, int64(meta.GetSize())))
+	n, err := io.Copy(io.MultiWriter(w, d), io.LimitReader(r, int64(h.Size)))
 	if err != nil {
 		return err
 	}
-	if uint64(n) != meta.GetSize() {
-		return formatErrorf("truncated state: %d of %d bytes", n, meta.GetSize())
+	if uint64(n) != h.Size {
+		return formatErrorf("truncated state: %d of %d bytes", n, h.Size)
 	}
 	var extra [1]byte
 	if m, _ := io.ReadFull(r, extra[:]); m > 0 {
-		return formatErrorf("unexpected bytes after the %d bytes of state", meta.GetSize())
+		return formatErrorf("unexpected bytes after the %d bytes of state", h.Size)
 	}
-	if got := d.Sum(); got != meta.GetSha256() {
-		return formatErrorf("checksum mismatch: state has sha256 %s, header says %s", got, meta.GetSha256())
+	if got := d.Sum(); got != h.SHA256 {
+		return formatErrorf("checksum mismatch: state has sha256 %s, header says %s", got, h.SHA256)
 	}
 	return nil
 }
