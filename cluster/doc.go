@@ -9,5 +9,5 @@
 // included.
 //
 // It imports fsm for command types and nothing else of fak (never api, node
-// or cmd), and never decides a domain rule.
+// or cmd; internal/layers checks it), and never decides a domain rule.
 package cluster
