@@ -1,9 +1,17 @@
-// Package cluster wires fak's Raft and gossip: the Raft node (TCP stream
-// layer owned by this package, raft-boltdb/v2 log and stable store behind a
-// log cache, file snapshots), memberlist gossip carrying node metadata,
-// bootstrap-expect, the leader-only membership reconcile loop (joins, graceful
-// leaves, dead-server cleanup), leader address resolution, the group-commit
-// applier and read-index waits for linearizable reads.
+// Package cluster wires fak's Raft and gossip (DESIGN.md §9): the Raft node
+// (a TCP stream layer this package owns, in mutual TLS when the node has a
+// TLS identity; raft-boltdb/v2 log and stable store behind a log cache;
+// file snapshots), memberlist gossip carrying node metadata and
+// capabilities (encrypted with the fleet's keys), bootstrap-expect, the
+// leader-only membership reconcile loop (joins, graceful leaves,
+// dead-server cleanup), leader address resolution, the group-commit
+// applier, read-index waits for linearizable reads, snapshot save and
+// restore for backups, and the replay-equivalence check (VerifyReplay).
+// Subpackage devca is the development CA of `fak tls init`.
 //
-// It imports fsm for command types and never decides a domain rule.
+// It proposes and applies fsm commands but never decides a domain rule,
+// never serves the API and never imports api or node. (Today snapshot.go
+// still imports api/snapshotfile for the backup file's format; that format
+// moves into this package in issue 13, part 4.) Trade-offs: DESIGN.md
+// beside this file.
 package cluster
