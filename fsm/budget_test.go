@@ -9,7 +9,7 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
-// Budget envelopes (shared/DESIGN.md §5): one envelope per lineage, a
+// Budget envelopes (DESIGN.md §5): one envelope per lineage, a
 // context axis per logical session, and no boundary that buys a new
 // allowance.
 

@@ -1,10 +1,22 @@
-// Package fsm is fak's replicated state machine: the command types and their
-// Raft-entry encoding, Apply, the bbolt-backed state store, Snapshot/Restore
-// and every domain rule (sessions, journals, idempotency, compare-and-append,
-// typed errors).
+// Package fsm is fak's replicated state machine: the 31 command types and
+// their Raft-entry encoding (codec.go), ApplyBatch over a bbolt database
+// (fsm.go, store.go), the reads every other package serves from (read*.go),
+// Snapshot/Restore, and the content digests and rebuilds behind the
+// replay-equivalence check (digest.go, rebuild.go).
 //
-// Apply must be deterministic: it never reads a clock, draws a random number,
-// does network I/O or depends on map iteration order. Time and ids arrive
-// inside commands, stamped by the leader. This package must never import
-// cluster, node, placement or api.
+// It owns every domain rule (DESIGN.md §4, §5, §7, §8): sessions and their
+// journals (typed event kinds, one writer each, compare-and-append),
+// request-id deduplication, execution epochs and the epoch fence, client
+// attachments, the input lease, input and approvals, runner writes in turn
+// order, budget envelopes, the reset ledger, guarded launches and provider
+// hooks, node records and draining, the move state machine, stranded
+// sessions, ACL tokens, and the typed errors they produce.
+//
+// It must never read a clock, draw a random number, do network I/O or let
+// map iteration order decide anything inside Apply: time and ids arrive
+// inside commands, stamped by the leader, so every replica reaches the same
+// state at the same log position however Raft batches the entries. A bad
+// command is answered with a typed error and changes nothing; only a failed
+// write of the local database panics. It must never import anything of this
+// module but its own generated types (fsm/fsmpb).
 package fsm

@@ -17,7 +17,8 @@ const (
 	ReasonSeqMismatch     Reason = "SEQ_MISMATCH"
 	ReasonSessionStopped  Reason = "SESSION_STOPPED"
 	ReasonAlreadyExists   Reason = "ALREADY_EXISTS"
-	// Attachment, lease and epoch rules (DESIGN.md §7).
+	// The attachment contract's refusals (DESIGN.md §7); TURN_ORDER fences
+	// runner writes (§8) and BUDGET_EXHAUSTED is the envelope's (§5).
 	ReasonStaleEpoch         Reason = "STALE_EPOCH"
 	ReasonLeaseNotHeld       Reason = "LEASE_NOT_HELD"
 	ReasonLeaseHeld          Reason = "LEASE_HELD"

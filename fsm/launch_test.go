@@ -10,7 +10,7 @@ import (
 )
 
 // Guarded launches and provider hooks: the provider vocabulary table of
-// shared/DESIGN.md §5, as the FSM interprets it.
+// DESIGN.md §5, as the FSM interprets it.
 
 // guarded creates session s1 (spend limit 1000, context cap 1000) and binds
 // launch L to it for provider.

@@ -13,7 +13,7 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
-// The reset ledger (shared/DESIGN.md §5), one row at a time: what changes,
+// The reset ledger (DESIGN.md §5), one row at a time: what changes,
 // what is kept and which events appear.
 
 // working creates session id with an objective, a provider placement and a

@@ -14,7 +14,7 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
-// The move state machine (shared/DESIGN.md §8), driven through Apply: every
+// The move state machine (DESIGN.md §8), driven through Apply: every
 // legal arrow with its event and Session.Move fields, every illegal one
 // refused with a typed error and no change at all, and the epoch fence.
 

@@ -1,15 +1,3 @@
-// Package guard is `fak guard`: it runs a coding agent's harness (Claude
-// Code, Codex, Gemini CLI or any other) as a child process bound to a launch
-// session in the fak cluster, and turns the harness's SessionStart and
-// SessionEnd hooks into LifecycleService calls (DESIGN.md §6).
-//
-// The guard binds a launch (BindLaunch: a new session, or --session), makes
-// a private run directory (0700) holding a unix socket (0600, peer uid
-// checked, a per-launch random token), injects the hooks into the provider's
-// own configuration (adapters.go), and runs the child with stdio passed
-// through, signals forwarded and its exit code returned. The hooks (`fak
-// guard-sessionstart`, `fak guard-sessionend`, hook.go) talk only to the
-// socket; the guard alone talks to the cluster. Hooks are fail-open.
 package guard
 
 import (

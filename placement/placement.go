@@ -1,9 +1,3 @@
-// Package placement decides where an execution epoch may run: destination
-// admission as a pure function of the session, its budget envelope, a node
-// record and the node's gossip status (DESIGN.md §8), and the choice of a
-// destination when the operator names none. It reads nothing and writes
-// nothing; the move controller calls it with what it read from the FSM and
-// gossip, so the same inputs always give the same decision.
 package placement
 
 import (

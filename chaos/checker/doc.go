@@ -1,7 +1,8 @@
 // Package checker judges a chaos history (see package history) against the
 // journal semantics of fak.
 //
-// Three independent checks are provided:
+// The checks are independent; the first three judge the history of
+// appends, reads and watches:
 //
 //   - [Linearizable] asks porcupine whether every session's operations can be
 //     ordered into one sequential execution, consistent with real time, that a
@@ -19,6 +20,13 @@
 //     append, every event of a read or a watch delivery (by digest), a head
 //     reported by a compare mismatch — to the final journals: an address is
 //     a resume cursor, so it must never name another event.
+//
+// [Leases], [Boundaries] and [Epochs] read the final journals of the lease
+// sessions, the guarded launches' lineages and the moved sessions: at most
+// one lease holder at every address and input only from it; exactly one
+// child per acknowledged clear; gap-free addresses, strictly increasing
+// epochs, no turn run by a retired epoch or twice, every cutover after its
+// restore.
 //
 // # Events the fleet writes itself
 //

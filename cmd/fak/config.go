@@ -24,6 +24,7 @@
 // A file named *.json is JSON (an object of the same keys); any other name is
 // HCL. Relative paths in values are relative to the agent's working directory
 // (/ under systemd), so write absolute ones.
+
 package main
 
 import (

@@ -1,8 +1,11 @@
 // Command fakctl is the operator CLI for a fak fleet: it inspects the
-// cluster, reads and writes sessions, and benchmarks appends.
+// cluster and the fleet, reads and writes sessions (the reset ledger, usage,
+// moves), drains nodes, saves and restores snapshots, changes the Raft
+// configuration, checks replay equivalence, manages ACL tokens and
+// benchmarks appends. It speaks only the public API.
 //
 // Usage follows the HashiCorp convention of "fakctl <noun> <verb> [options]";
-// run "fakctl help" for the list of commands.
+// run "fakctl help" for the list of commands, or read docs/fakctl.md.
 package main
 
 import (

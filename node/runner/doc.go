@@ -13,4 +13,8 @@
 // of any other epoch with STALE_EPOCH. The runner never decides a domain
 // rule (which input a turn serves, whether a tool result may follow an
 // approval): the FSM does, and the runner follows.
+//
+// Runtimes plug in behind the Adapter seam (adapter.go). The one built in
+// is echo (node/runner/echo); the exec, model and provider runtimes are
+// issues 14 and 15. Trade-offs: DESIGN.md beside this file.
 package runner
