@@ -84,7 +84,11 @@ func (st Style) Summary(ev *fakv1.Event) string {
 		return turnSummary(kind, text, f)
 	case Tool:
 		if f.Tool != "" {
-			return "tool call: " + joinNonEmpty(" ", f.Tool, formatArgs(f.Args))
+			args := formatArgs(f.Args)
+			if args == "" {
+				args = text
+			}
+			return "tool call: " + joinNonEmpty(" ", f.Tool, args)
 		}
 		return withText("tool call", text)
 	}

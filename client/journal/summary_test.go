@@ -85,6 +85,7 @@ func TestSummary(t *testing.T) {
 		{ev("tool.call", "run ls", m{"tool": "shell", "args": "ls -la"}), "tool call: shell ls -la"},
 		{ev("tool.call", "", m{"tool": "edit", "args": m{"path": "x.go", "line": 3}}), `tool call: edit {"line":3,"path":"x.go"}`},
 		{ev("tool.call", "grep -r x", nil), "tool call: grep -r x"},
+		{ev("tool.call", "ls", m{"tool": "shell"}), "tool call: shell ls"},
 		{ev("tool.result", "a\nb\n", m{"tool": "shell"}), "tool result: a\nb\n"},
 		{ev("approval.requested", "may I run ls?", m{"tool": "shell"}), "approval requested: may I run ls?"},
 		{ev("approval.requested", "", nil), "approval requested"},

@@ -357,10 +357,10 @@ func TestSessionCommandsEndToEnd(t *testing.T) {
 	code, out, errOut = runCLI(t, url, "session", "log", "s-1", "--from", "2")
 	want := eventLines(
 		eventLine(2, "epoch.changed", "epoch 1: echo on n1"),
-		eventLine(3, "note", "hello"),
-		eventLine(4, "note", `multi\nline`),
-		eventLine(5, "note", "third"),
-		eventLine(6, "checkpoint", "ok"),
+		eventLine(3, "note", "note: hello"),
+		eventLine(4, "note", `note: multi\nline`),
+		eventLine(5, "note", "note: third"),
+		eventLine(6, "checkpoint", "checkpoint: ok"),
 	)
 	if code != exitOK || out != want {
 		t.Errorf("log: code %d stderr %q\nstdout:\n%s\nwant:\n%s", code, errOut, out, want)
@@ -410,7 +410,7 @@ func TestFollowPrintsLiveEventsUntilInterrupted(t *testing.T) {
 	if code := <-done; code != exitOK || errOut != "" {
 		t.Errorf("follow: code %d stderr %q", code, errOut)
 	}
-	want := eventLines(eventLine(4, "note", "two"), eventLine(5, "note", "three"), eventLine(6, "note", "four"))
+	want := eventLines(eventLine(4, "note", "note: two"), eventLine(5, "note", "note: three"), eventLine(6, "note", "note: four"))
 	if out.String() != want {
 		t.Errorf("follow stdout:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -443,7 +443,7 @@ func TestFollowResumesAfterBrokenStream(t *testing.T) {
 	if code := <-done; code != exitOK {
 		t.Errorf("follow: code %d stderr %q", code, errOut)
 	}
-	want := eventLines(eventLine(3, "note", "a"), eventLine(4, "note", "b"), eventLine(5, "note", "c"), eventLine(6, "note", "d"))
+	want := eventLines(eventLine(3, "note", "note: a"), eventLine(4, "note", "note: b"), eventLine(5, "note", "note: c"), eventLine(6, "note", "note: d"))
 	if out.String() != want {
 		t.Errorf("follow stdout (gaps or duplicates?):\n%s\nwant:\n%s", out.String(), want)
 	}
