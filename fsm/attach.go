@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -18,16 +16,6 @@ const (
 	MinTTL               = int64(1e9)       // 1 s
 	MaxTTL               = int64(600 * 1e9) // 10 min
 )
-
-// fact encodes an event's structured payload. encoding/json writes struct
-// fields in declaration order, so every replica produces the same bytes.
-func fact(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("fsm: marshal fact: " + err.Error())
-	}
-	return b
-}
 
 func validTTL(ttl int64) *Error {
 	if ttl < MinTTL || ttl > MaxTTL {
@@ -67,15 +55,6 @@ func (a *applier) putAttachment(at *fsmpb.Attachment) {
 		panic("fsm: marshal attachment: " + err.Error())
 	}
 	a.must(a.attach.Put(attachmentKey(at.SessionId, at.AttachmentId), buf))
-}
-
-type attachmentFact struct {
-	AttachmentID string   `json:"attachment_id"`
-	ClientKind   string   `json:"client_kind"`
-	ClientName   string   `json:"client_name,omitempty"`
-	Node         string   `json:"node,omitempty"`
-	Capabilities []string `json:"capabilities,omitempty"`
-	Reason       string   `json:"reason,omitempty"`
 }
 
 func (a *applier) attachClient(c *fsmpb.Command, cmd *fsmpb.Attach) (*fsmpb.Result, *Error) {

@@ -75,27 +75,6 @@ func addBudget(used, add *fsmpb.Budget) {
 	used.ToolCalls += add.GetToolCalls()
 }
 
-type chargeFact struct {
-	Usage         *budgetFact `json:"usage"`
-	ContextTokens uint64      `json:"context_tokens,omitempty"`
-	Envelope      string      `json:"envelope"`
-	Exhausted     string      `json:"exhausted,omitempty"`
-	ViaLaunch     string      `json:"via_launch,omitempty"`
-}
-
-type budgetFact struct {
-	Turns        uint64 `json:"turns,omitempty"`
-	OutputTokens uint64 `json:"output_tokens,omitempty"`
-	Queries      uint64 `json:"queries,omitempty"`
-	SpendMicros  uint64 `json:"spend_micros,omitempty"`
-	ToolCalls    uint64 `json:"tool_calls,omitempty"`
-}
-
-func budgetFactOf(b *fsmpb.Budget) *budgetFact {
-	return &budgetFact{Turns: b.GetTurns(), OutputTokens: b.GetOutputTokens(), Queries: b.GetQueries(),
-		SpendMicros: b.GetSpendMicros(), ToolCalls: b.GetToolCalls()}
-}
-
 // recordUsage charges one model request. A charge that would pass a hard
 // limit is refused with BUDGET_EXHAUSTED, and the refusal itself is
 // journaled (budget.exhausted), so the audit trail shows it.

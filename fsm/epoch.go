@@ -25,23 +25,6 @@ func validPlacement(p *fsmpb.Placement) *Error {
 	return nil
 }
 
-type placementFact struct {
-	RuntimeAdapter string `json:"runtime_adapter"`
-	Provider       string `json:"provider,omitempty"`
-	AccountRef     string `json:"account_ref,omitempty"`
-	Model          string `json:"model,omitempty"`
-	Node           string `json:"node,omitempty"`
-}
-
-func placementFactOf(p *fsmpb.Placement) placementFact {
-	return placementFact{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
-}
-
-type epochFact struct {
-	Epoch     uint64        `json:"epoch"`
-	Placement placementFact `json:"placement"`
-}
-
 func epochText(epoch uint64, p *fsmpb.Placement) string {
 	s := fmt.Sprintf("epoch %d: %s", epoch, p.RuntimeAdapter)
 	if p.Model != "" {

@@ -7,13 +7,6 @@ import (
 // MaxInputBytes bounds one input.
 const MaxInputBytes = 64 << 10
 
-type inputFact struct {
-	AttachmentID string `json:"attachment_id"`
-	ClientKind   string `json:"client_kind"`
-	ClientName   string `json:"client_name,omitempty"`
-	Epoch        uint64 `json:"epoch"`
-}
-
 // submitInput accepts input from the lease holder into the session's queue.
 // The checks run in the order a client can act on: a stopped session first,
 // then the epoch it targeted, then the lease.
@@ -51,15 +44,6 @@ func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.
 	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
 		SessionId: s.SessionId, FirstSeq: ev.Seq, LastSeq: ev.Seq,
 	}}}, nil
-}
-
-type approvalFact struct {
-	ApprovalSeq  uint64 `json:"approval_seq"`
-	Approved     bool   `json:"approved"`
-	AttachmentID string `json:"attachment_id"`
-	ClientKind   string `json:"client_kind"`
-	ClientName   string `json:"client_name,omitempty"`
-	Note         string `json:"note,omitempty"`
 }
 
 // answerApproval needs an attachment, not the lease: a phone may answer

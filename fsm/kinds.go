@@ -1,5 +1,7 @@
 package fsm
 
+import "slices"
+
 // Event kinds of the journal (DESIGN.md §4). Kinds are typed: an append with
 // a kind outside this vocabulary is refused with INVALID_ARGUMENT. Each kind
 // has one writer, so the journal's facts can be trusted: the FSM itself
@@ -41,7 +43,8 @@ const (
 	KindToolResult        = "tool.result"
 	KindApprovalRequested = "approval.requested"
 
-	KindNote = "note"
+	KindNote       = "note"
+	KindCheckpoint = "checkpoint"
 )
 
 // systemKinds are written only by the FSM itself, as the effect of a typed
@@ -86,7 +89,7 @@ var runnerKinds = map[string]bool{
 // clientKinds may be appended through AppendEvents by any client.
 var clientKinds = map[string]bool{
 	KindNote:       true,
-	"checkpoint":   true,
+	KindCheckpoint: true,
 	KindCompaction: true,
 }
 
@@ -95,6 +98,19 @@ func AppendableKind(kind string) bool { return clientKinds[kind] }
 
 // RunnerKind reports whether kind is written by runners.
 func RunnerKind(kind string) bool { return runnerKinds[kind] }
+
+// Kinds lists the whole journal vocabulary, sorted. Clients keep their own
+// copy (client/journal), whose tests compare it with this list.
+func Kinds() []string {
+	var kinds []string
+	for _, set := range []map[string]bool{systemKinds, runnerKinds, clientKinds} {
+		for k := range set {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
+}
 
 // KnownKind reports whether kind is in the journal vocabulary at all.
 func KnownKind(kind string) bool { return clientKinds[kind] || systemKinds[kind] || runnerKinds[kind] }

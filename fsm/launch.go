@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -87,24 +85,6 @@ func (a *applier) bindLaunch(c *fsmpb.Command, cmd *fsmpb.BindLaunch) (*fsmpb.Re
 	l.UpdatedUnixNano = c.TimeUnixNano
 	a.putLaunch(l)
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "bound", Session: s}}}, nil
-}
-
-type providerFact struct {
-	Provider          string          `json:"provider"`
-	Source            string          `json:"source,omitempty"`
-	Reason            string          `json:"reason,omitempty"`
-	ProviderSessionID string          `json:"provider_session_id,omitempty"`
-	Launch            string          `json:"launch"`
-	Metadata          json.RawMessage `json:"metadata,omitempty"`
-}
-
-// metadataFact keeps hook metadata that is valid JSON verbatim (the guard
-// sends the provider's JSON object); anything else is dropped.
-func metadataFact(b []byte) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
-		return nil
-	}
-	return json.RawMessage(b)
 }
 
 // providerSessionStart interprets a SessionStart hook:

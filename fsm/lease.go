@@ -19,16 +19,6 @@ func LeaseHolder(s *fsmpb.Session, now int64) string {
 	return s.Lease.AttachmentId
 }
 
-type leaseFact struct {
-	AttachmentID   string `json:"attachment_id"`
-	ClientKind     string `json:"client_kind,omitempty"`
-	ClientName     string `json:"client_name,omitempty"`
-	ExpiresUnixNs  int64  `json:"expires_unix_nano,omitempty"`
-	StolenFrom     string `json:"stolen_from,omitempty"`
-	StolenFromName string `json:"stolen_from_name,omitempty"`
-	Reason         string `json:"reason,omitempty"`
-}
-
 func describeHolder(l *fsmpb.Lease) string {
 	name := l.ClientKind
 	if l.ClientName != "" {

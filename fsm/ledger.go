@@ -44,14 +44,6 @@ func activeSession(s *fsmpb.Session) *Error {
 	return nil
 }
 
-type epochChangeFact struct {
-	Epoch             uint64        `json:"epoch"`
-	Placement         placementFact `json:"placement"`
-	Reason            string        `json:"reason"`
-	ProviderSessionID string        `json:"provider_session_id,omitempty"`
-	Pruned            uint32        `json:"pruned,omitempty"`
-}
-
 // freshSession: new provider-facing id and epoch binding, cached provider
 // state pruned (the count is reported; 0 is normal). No reset boundary;
 // messages and queued inputs stay.
@@ -77,14 +69,6 @@ func (a *applier) freshSession(c *fsmpb.Command, cmd *fsmpb.FreshSession) (*fsmp
 	})))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "fresh", Session: s, Pruned: pruned}}}, nil
-}
-
-type resetFact struct {
-	ClearedInputs     []uint64 `json:"cleared_inputs,omitempty"`
-	ClearedTurn       uint64   `json:"cleared_turn,omitempty"`
-	ClearedApproval   uint64   `json:"cleared_approval,omitempty"`
-	ProviderSessionID string   `json:"provider_session_id"`
-	ContextRearmedTo  uint64   `json:"context_rearmed_to"`
 }
 
 // resetSession: a reset_boundary; the runner rebuilds the model context
@@ -117,13 +101,6 @@ func (a *applier) resetSession(c *fsmpb.Command, cmd *fsmpb.ResetSession) (*fsmp
 	a.putEvents(ev)
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "reset", Session: s}}}, nil
-}
-
-type boundaryFact struct {
-	Provider          string `json:"provider"`
-	Source            string `json:"source"`
-	PreviousSession   string `json:"previous_session"`
-	ProviderSessionID string `json:"new_provider_session_id"`
 }
 
 // clearSession ends s and opens its child in one command: s becomes
@@ -175,10 +152,7 @@ func (a *applier) clearSession(c *fsmpb.Command, cmd *fsmpb.ClearSession) (*fsmp
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
 	s.UpdatedUnixNano = c.TimeUnixNano
-	a.putEvents(newEvent(s, c, KindSessionStopped, reason, fact(struct {
-		Child  string `json:"child"`
-		Source string `json:"source"`
-	}{childID, cmd.Source})))
+	a.putEvents(newEvent(s, c, KindSessionStopped, reason, fact(stopFact{Child: childID, Source: cmd.Source})))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{
 		Action: cmd.Source, Session: child, PreviousSession: s.SessionId}}}, nil
@@ -209,12 +183,6 @@ func (a *applier) childOf(c *fsmpb.Command, s *fsmpb.Session, id, source, provid
 	}
 	a.must(a.lineage.Put(attachmentKey(s.SessionId, id), edge))
 	return child
-}
-
-type forkFact struct {
-	Source      string `json:"source_session"`
-	ForkAddress uint64 `json:"fork_address"`
-	Copied      int    `json:"copied_events"`
 }
 
 // forkSession copies the source's history up to an address into a new

@@ -85,24 +85,6 @@ func JournalDigest(events []*fsmpb.Event) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-type moveFact struct {
-	MoveID        string         `json:"move_id"`
-	State         string         `json:"state"`
-	Cause         string         `json:"cause,omitempty"`
-	From          string         `json:"from,omitempty"`
-	To            string         `json:"to,omitempty"`
-	Placement     *placementFact `json:"placement,omitempty"`
-	SourceEpoch   uint64         `json:"source_epoch,omitempty"`
-	CheckpointSeq uint64         `json:"checkpoint_seq,omitempty"`
-	Digest        string         `json:"digest,omitempty"`
-	NewEpoch      uint64         `json:"new_epoch,omitempty"`
-	Checks        []string       `json:"checks,omitempty"`
-	Degradation   []string       `json:"degradation,omitempty"`
-	Reason        string         `json:"reason,omitempty"`
-	Phase         string         `json:"phase,omitempty"`
-	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
-}
-
 func (a *applier) openMove(cmdSession, moveID string, want string) (*fsmpb.Session, *Error) {
 	s, err := a.loadSession(cmdSession)
 	if err != nil {

@@ -17,12 +17,6 @@ const (
 // StrandedReason is the reason a session.stranded event gives for marking.
 const StrandedReason = "compute node dead"
 
-type strandedFact struct {
-	Node     string `json:"node"`
-	Stranded bool   `json:"stranded"`
-	Reason   string `json:"reason"`
-}
-
 // validRecover checks a policy's recover value ("" is auto).
 func validRecover(v string) *Error {
 	switch v {

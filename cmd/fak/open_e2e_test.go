@@ -1,376 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/node/testcluster"
 )
-
-// quietFleet: node logs off. A test that stops a node leaves memberlist
-// goroutines that may log after the test ended, which testcluster's log
-// writer turns into a data race under -race; failures here print the
-// client's transcript instead.
-var quietFleet = testcluster.Options{Nodes: 3, LogLevel: "off"}
-
-// scriptNode is the placement of sessions driven by scriptRunner: no node
-// has that name, so no real runner hosts them.
-const scriptNode = "script"
-
-// syncBuffer is a bytes.Buffer safe to read while the command writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// openRun is one run of `fak session open` against a test fleet.
-type openRun struct {
-	stdout, stderr syncBuffer
-	code           int
-	done           chan struct{}
-}
-
-// startOpen runs the command in the background with stdin and tty-ness
-// given, against node n, until it exits or ctx ends.
-func startOpen(ctx context.Context, c *testcluster.Cluster, n *testcluster.Node, stdin io.Reader, tty bool, args ...string) *openRun {
-	r := &openRun{done: make(chan struct{})}
-	args = append(args, "--addr", "http://"+n.APIAddr, "--token", testcluster.Token)
-	go func() {
-		defer close(r.done)
-		r.code = runOpen(ctx, args, sessionIO{
-			stdin: stdin, stdout: &r.stdout, stderr: &r.stderr, tty: tty,
-			getenv: func(string) string { return "" }, workDir: "/nonexistent",
-			httpClient: c.HTTPClient(),
-		})
-	}()
-	return r
-}
-
-// wait waits for the command to exit; the command's own context bounds it.
-func (r *openRun) wait(t *testing.T) int {
-	t.Helper()
-	<-r.done
-	return r.code
-}
-
-// runOpenSync runs the command to completion with a deadline.
-func runOpenSync(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, stdin string, args ...string) *openRun {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	r := startOpen(ctx, c, n, strings.NewReader(stdin), false, args...)
-	r.wait(t)
-	return r
-}
-
-// waitOutput waits until the command's stdout matches re, or fails.
-func (r *openRun) waitOutput(t *testing.T, what string, re *regexp.Regexp) []string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
-			return m
-		}
-		select {
-		case <-r.done:
-			if m := re.FindStringSubmatch(r.stdout.String()); m != nil {
-				return m
-			}
-			t.Fatalf("command exited (%d) before printing %s\nstdout:\n%s\nstderr:\n%s", r.code, what, r.stdout.String(), r.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\nstdout:\n%s\nstderr:\n%s", what, r.stdout.String(), r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func createSessionOn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, title, placeOn string) string {
-	t.Helper()
-	req := &fakv1.CreateSessionRequest{Title: title}
-	if placeOn != "" {
-		req.Placement = &fakv1.Placement{Node: placeOn}
-	}
-	resp, err := c.Sessions(n).CreateSession(c.Context(10*time.Second), connect.NewRequest(req))
-	if err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	return resp.Msg.GetSession().GetSessionId()
-}
-
-func readJournal(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) []*fakv1.Event {
-	t.Helper()
-	var out []*fakv1.Event
-	for from := uint64(1); ; {
-		resp, err := c.Sessions(n).ReadEvents(c.Context(10*time.Second), connect.NewRequest(&fakv1.ReadEventsRequest{
-			SessionId: id, FromSeq: from, Limit: 1000,
-		}))
-		if err != nil {
-			t.Fatalf("read events: %v", err)
-		}
-		out = append(out, resp.Msg.GetEvents()...)
-		if len(resp.Msg.GetEvents()) == 0 || out[len(out)-1].GetSeq() >= resp.Msg.GetHeadSeq() {
-			return out
-		}
-		from = out[len(out)-1].GetSeq() + 1
-	}
-}
-
-// cutControls takes the capability block out of a transcript, leaving the
-// line CONTROLS in its place: the set of controls grows as the fleet learns
-// new ones, so tests check it against the descriptor (checkControls).
-func cutControls(t *testing.T, transcript string) (rest, block string) {
-	t.Helper()
-	lines := strings.SplitAfter(transcript, "\n")
-	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "controls (") })
-	if start < 0 {
-		t.Fatalf("no controls in transcript:\n%s", transcript)
-	}
-	end := start + 1
-	for end < len(lines) && strings.HasPrefix(lines[end], "  ") {
-		end++
-	}
-	block = strings.Join(lines[start:end], "")
-	rest = strings.Join(lines[:start], "") + "CONTROLS\n" + strings.Join(lines[end:], "")
-	return rest, block
-}
-
-// checkControls asserts that a printed capability block is titled as given
-// and has one line for every control the session's descriptor lists, and
-// lines matching the patterns.
-func checkControls(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id, block, as string, patterns ...string) {
-	t.Helper()
-	resp, err := c.Sessions(n).DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := resp.Msg.GetCapabilities()
-	if title := fmt.Sprintf("controls (v%d, %s):\n", cs.GetVersion(), as); !strings.HasPrefix(block, title) {
-		t.Fatalf("controls block does not start with %q:\n%s", title, block)
-	}
-	lines := strings.Split(strings.TrimSuffix(block, "\n"), "\n")[1:]
-	if len(lines) != len(cs.GetControls()) {
-		t.Fatalf("%d controls printed, the descriptor has %d:\n%s", len(lines), len(cs.GetControls()), block)
-	}
-	for i, ctl := range cs.GetControls() {
-		if f := strings.Fields(lines[i]); len(f) < 2 || f[0] != ctl.GetName() {
-			t.Fatalf("control %d printed as %q, want %s", i, lines[i], ctl.GetName())
-		}
-	}
-	for _, p := range patterns {
-		if !regexp.MustCompile("(?m)^  " + p + "$").MatchString(block) {
-			t.Fatalf("no control line matching %q:\n%s", p, block)
-		}
-	}
-}
-
-var addrLine = regexp.MustCompile(`(?m)^#(\d+) `)
-
-// addresses lists the event addresses a transcript printed, in order.
-func addresses(transcript string) []uint64 {
-	var out []uint64
-	for _, m := range addrLine.FindAllStringSubmatch(transcript, -1) {
-		n, _ := strconv.ParseUint(m[1], 10, 64)
-		out = append(out, n)
-	}
-	return out
-}
-
-// checkAddresses asserts that a transcript printed every journal event
-// from..to exactly once and in order: every event starts a line with its
-// address, except output chunks continuing a reply.
-func checkAddresses(t *testing.T, transcript string, journal []*fakv1.Event, from, to uint64) {
-	t.Helper()
-	var want []uint64
-	prevOutput := false
-	for _, ev := range journal {
-		isOutput := ev.GetKind() == evOutput
-		if ev.GetSeq() >= from && ev.GetSeq() <= to && !(isOutput && prevOutput && ev.GetSeq() > from) {
-			want = append(want, ev.GetSeq())
-		}
-		prevOutput = isOutput
-	}
-	var got []uint64
-	for _, a := range addresses(transcript) {
-		if a >= from && a <= to {
-			got = append(got, a)
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("printed addresses %v, want %v\ntranscript:\n%s", got, want, transcript)
-	}
-}
-
-// scriptRunner plays the runner of sessions placed on scriptNode, like the
-// echo adapter but fully under the test's control: each input after the
-// session's head when it starts, oldest first, gets a turn. "!tool CMD"
-// asks for approval to run CMD and waits for the answer; anything else is
-// echoed in two chunks. It follows epoch changes (a fresh) and drops the
-// inputs a reset clears.
-func scriptRunner(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + n.APIAddr
-	opts := connect.WithInterceptors(apiclient.Bearer(testcluster.Token))
-	runner := fakv1connect.NewRunnerServiceClient(c.HTTPClient(), base, opts)
-	sessions := fakv1connect.NewSessionServiceClient(c.HTTPClient(), base, opts)
-	start, err := sessions.DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
-	if err != nil {
-		t.Fatalf("script runner: describe %s: %v", id, err)
-	}
-	epoch := start.Msg.GetSession().GetEpoch()
-	appendEvents := func(evs ...*fakv1.EventInput) (uint64, error) {
-		for {
-			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := runner.AppendRunnerEvents(cctx, connect.NewRequest(&fakv1.AppendRunnerEventsRequest{SessionId: id, Epoch: epoch, Events: evs}))
-			ccancel()
-			if err == nil || ctx.Err() != nil || !transient(err) {
-				if err != nil {
-					return 0, err
-				}
-				return resp.Msg.GetLastSeq(), nil
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	ev := func(kind, text string, data any) *fakv1.EventInput {
-		e := &fakv1.EventInput{Kind: kind, Text: text}
-		if data != nil {
-			e.Data, _ = json.Marshal(data)
-		}
-		return e
-	}
-	go func() {
-		defer close(done)
-		var queue []*fakv1.Event
-		var waitApproval uint64 // the approval the running turn waits for
-		var toolCmd string
-		var toolInput uint64
-		after := start.Msg.GetSession().GetHeadSeq()
-		for ctx.Err() == nil {
-			stream, err := sessions.WatchEvents(ctx, connect.NewRequest(&fakv1.WatchEventsRequest{SessionId: id, AfterSeq: after}))
-			if err != nil {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			for stream.Receive() {
-				for _, e := range stream.Msg().GetEvents() {
-					after = e.GetSeq()
-					switch e.GetKind() {
-					case evInput:
-						queue = append(queue, e)
-					case evEpochChanged:
-						if f, ok := factsOf(e); ok {
-							epoch = max(epoch, f.Epoch)
-						}
-					case evResetBoundary:
-						queue = nil
-					case evApprovalAnswered:
-						f, _ := factsOf(e)
-						if waitApproval == 0 || f.ApprovalSeq != waitApproval {
-							continue
-						}
-						result := "denied: " + toolCmd + " not run"
-						if f.Approved {
-							result = "ran " + toolCmd
-						}
-						waitApproval = 0
-						if _, err := appendEvents(ev(evToolResult, result, nil),
-							ev(evTurnCompleted, "", map[string]any{"status": "completed", "input_seq": toolInput})); err != nil {
-							return
-						}
-					}
-				}
-				for waitApproval == 0 && len(queue) > 0 {
-					in := queue[0]
-					queue = queue[1:]
-					started := ev(evTurnStarted, "script", map[string]uint64{"input_seq": in.GetSeq()})
-					completed := ev(evTurnCompleted, "", map[string]any{"status": "completed", "input_seq": in.GetSeq()})
-					if cmd, ok := strings.CutPrefix(in.GetText(), "!tool "); ok {
-						toolCmd, toolInput = cmd, in.GetSeq()
-						seq, err := appendEvents(started,
-							ev(evToolCall, "", map[string]string{"tool": "shell", "args": cmd}),
-							ev(evApprovalRequested, "run "+cmd+"?", nil))
-						if err != nil {
-							return
-						}
-						waitApproval = seq
-						continue
-					}
-					if _, err := appendEvents(started, ev(evOutput, "echo: ", nil), ev(evOutput, in.GetText(), nil), completed); err != nil {
-						return
-					}
-				}
-			}
-			stream.Close()
-		}
-	}()
-}
-
-// attachOther attaches another client (as a browser would) and, if take,
-// takes the input lease for it, renewing it until the test ends.
-func attachOther(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id, kind, name string, take bool) string {
-	t.Helper()
-	cl := c.Sessions(n)
-	resp, err := cl.Attach(c.Context(10*time.Second), connect.NewRequest(&fakv1.AttachRequest{SessionId: id, ClientKind: kind, ClientName: name}))
-	if err != nil {
-		t.Fatalf("attach %s %s: %v", kind, name, err)
-	}
-	att := resp.Msg.GetAttachmentId()
-	if take {
-		if _, err := cl.TakeLease(c.Context(10*time.Second), connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: id, AttachmentId: att})); err != nil {
-			t.Fatalf("take lease for %s %s: %v", kind, name, err)
-		}
-	}
-	return att
-}
-
-func attachmentCount(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) int {
-	t.Helper()
-	resp, err := c.Sessions(n).DescribeSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(resp.Msg.GetAttachments())
-}
-
-func lineWith(t *testing.T, transcript string, re string) string {
-	t.Helper()
-	m := regexp.MustCompile("(?m)^" + re + "$").FindString(transcript)
-	if m == "" {
-		t.Fatalf("no line matching %q in transcript:\n%s", re, transcript)
-	}
-	return m
-}
 
 // TestOpenE2E_EchoRunner is the scriptable path against the real runner:
 // open a session on node 1, send "hello", get the echo adapter's reply;
@@ -432,8 +75,8 @@ func TestOpenE2E_Client(t *testing.T) {
 #1 session created: demo
 #2 epoch 1: echo on script
 CONTROLS
-#3 terminal you joined via n1
-#4 lease taken by terminal you
+#3 you joined via n1
+#4 lease taken by you
 #5 you> one
 #6 turn started for input #5 (script)
 #7 agent> echo: one
@@ -473,7 +116,7 @@ CONTROLS
 		lineWith(t, out, `#7 tool call: shell rm -rf /`)
 		lineWith(t, out, `#8 approval requested: run rm -rf /\? \[y/n\]`)
 		lineWith(t, out, `-- denying #8 \(--approve no\)`)
-		lineWith(t, out, `#9 approval #8 denied by terminal you: --approve no`)
+		lineWith(t, out, `#9 approval #8 denied by you: --approve no`)
 		lineWith(t, out, `#10 tool result: denied: rm -rf / not run`)
 		lineWith(t, out, `#11 turn completed`)
 
@@ -481,7 +124,7 @@ CONTROLS
 		if r.code != 0 {
 			t.Fatalf("exit %d, stderr %q\nstdout:\n%s", r.code, r.stderr.String(), r.stdout.String())
 		}
-		lineWith(t, r.stdout.String(), `#\d+ approval #\d+ approved by terminal you: --approve yes`)
+		lineWith(t, r.stdout.String(), `#\d+ approval #\d+ approved by you: --approve yes`)
 		lineWith(t, r.stdout.String(), `#\d+ tool result: ran ls`)
 
 		// --approve ask on a pipe reads the answer from the next line.
@@ -530,7 +173,7 @@ CONTROLS
 		if r.code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout.String(), r.stderr.String())
 		}
-		lineWith(t, r.stdout.String(), `#\d+ lease taken by terminal you \(stolen from browser bob\)`)
+		lineWith(t, r.stdout.String(), `#\d+ lease taken by you \(stolen from browser bob\)`)
 		lineWith(t, r.stdout.String(), `#\d+ agent> echo: hi`)
 	})
 
@@ -557,7 +200,7 @@ CONTROLS
 		fmt.Fprintln(typing, "hello")
 		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: the input lease is held by browser bob; type /steal to take it \(or rerun with --steal\)$`))
 		fmt.Fprintln(typing, "/steal")
-		r.waitOutput(t, "the steal", regexp.MustCompile(`(?m)^#\d+ lease taken by terminal you \(stolen from browser bob\)$`))
+		r.waitOutput(t, "the steal", regexp.MustCompile(`(?m)^#\d+ lease taken by you \(stolen from browser bob\)$`))
 		fmt.Fprintln(typing, "hello")
 		r.waitOutput(t, "the reply", regexp.MustCompile(`(?m)^#\d+ agent> echo: hello$`))
 		fmt.Fprintln(typing, "!tool ls")
@@ -565,7 +208,7 @@ CONTROLS
 		fmt.Fprintln(typing, "y")
 		r.waitOutput(t, "the tool result", regexp.MustCompile(`(?m)^#\d+ tool result: ran ls\n#\d+ turn completed$`))
 		fmt.Fprintln(typing, "/release")
-		r.waitOutput(t, "the release", regexp.MustCompile(`(?m)^#\d+ lease released by terminal you \(released\)$`))
+		r.waitOutput(t, "the release", regexp.MustCompile(`(?m)^#\d+ lease released by you \(released\)$`))
 		fmt.Fprintln(typing, "again")
 		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: you do not hold the input lease; type /take to take it$`))
 		// Bob takes it back and talks; the terminal sees it.
@@ -615,7 +258,7 @@ CONTROLS
 		fmt.Fprintln(typing, "y")
 		wait("the tool result", `(?m)^#\d+ tool result: ran ls\n#\d+ turn completed$`)
 		fmt.Fprintln(typing, "/reset")
-		reset := wait("the reset", `(?m)^#(\d+) context reset: the agent's context starts after this point$`)[1]
+		reset := wait("the reset", `(?m)^#(\d+) context reset: the agent's context starts after this point; provider session fak_term_\w+$`)[1]
 		wait("the reset notice", `(?m)^-- context reset at #`+reset+`: the agent starts from a fresh context; the history above stays$`)
 		fmt.Fprintln(typing, "/fresh")
 		wait("the fresh epoch", `(?m)^#\d+ epoch 2: echo on script \(fresh: provider session fak_term_\w+, 0 cached provider entries pruned\)$`)
@@ -626,10 +269,10 @@ CONTROLS
 		fmt.Fprintln(typing, "/clear")
 		child := wait("the follow", `(?m)^-- now in (ses_\w+) \(clear of `+id+`\)$`)[1]
 		scriptRunner(t, c, n1, child)
-		wait("the child's lease", `(?s)-- now in `+child+`.*\n#5 lease taken by terminal you\n`)
+		wait("the child's lease", `(?s)-- now in `+child+`.*\n#5 lease taken by you\n`)
 		out := r.stdout.String()
 		stopped := lineWith(t, out, `#\d+ session stopped: USER_CLEAR; continues as `+child+` \(clear\)`)
-		left := lineWith(t, out, `#\d+ terminal you left \(detached\)`)
+		left := lineWith(t, out, `#\d+ you left \(detached\)`)
 		followed := lineWith(t, out, `-- now in `+child+` \(clear of `+id+`\)`)
 		if !(strings.Index(out, stopped) < strings.Index(out, left) && strings.Index(out, left) < strings.Index(out, followed)) {
 			t.Fatalf("the old session's end is not printed before the follow:\n%s", out)
@@ -644,10 +287,10 @@ CONTROLS
 		fmt.Fprintln(typing, "/fork 3")
 		fork := wait("the fork", `(?m)^-- now in (ses_\w+) \(fork of `+child+` at #3\)$`)[1]
 		wait("the fork's header and event", `(?m)^  lineage: forked from `+child+` at #3\n(?:  .*\n)*-- replay #4\.\.#4\n#4 forked from `+child+` at #3 \(3 events copied\)$`)
-		wait("the fork's lease", `(?s)-- now in `+fork+`.*\n#6 lease taken by terminal you\n`)
+		wait("the fork's lease", `(?s)-- now in `+fork+`.*\n#6 lease taken by you\n`)
 		fmt.Fprintln(typing, "/new")
 		renewed := wait("the new", `(?m)^-- now in (ses_\w+) \(new of `+fork+`\)$`)[1]
-		wait("attached to the renewed session", `(?s)-- now in `+renewed+`.*\n#5 lease taken by terminal you\n`)
+		wait("attached to the renewed session", `(?s)-- now in `+renewed+`.*\n#5 lease taken by you\n`)
 
 		// Another client clears the session the terminal shows: it follows.
 		resp, err := c.Sessions(n3).ClearSession(c.Context(10*time.Second), connect.NewRequest(&fakv1.ClearSessionRequest{SessionId: renewed}))
@@ -656,7 +299,7 @@ CONTROLS
 		}
 		cleared := resp.Msg.GetBoundary().GetSession().GetSessionId()
 		wait("following a clear by another client", `(?m)^-- `+renewed+` was stopped elsewhere \(USER_CLEAR\) and continues as `+cleared+`; following it\n(?:#\d+ .*\n)*-- now in `+cleared+` \(clear of `+renewed+`\)$`)
-		wait("attached to the cleared session's child", `(?s)-- now in `+cleared+`.*\n#5 lease taken by terminal you\n`)
+		wait("attached to the cleared session's child", `(?s)-- now in `+cleared+`.*\n#5 lease taken by you\n`)
 		fmt.Fprintln(typing, "/help")
 		wait("the help", `(?m)^-- .*/fresh, /reset, /clear, /new, /fork \[SEQ\] the session; `)
 

@@ -50,7 +50,7 @@ func TestOpenE2E_Move(t *testing.T) {
 	fmt.Fprintln(typing, "/move n2")
 	m := r.waitOutput(t, "the move", regexp.MustCompile(`(?m)^-- moving to n2 \(move (mov_\w+)\); keep typing: input waits in the journal for whichever epoch is current$`))
 	moveID := m[1]
-	r.waitOutput(t, "every transition", regexp.MustCompile(`(?m)^#\d+ move requested: n1 → n2 \(operator\); the session runs on n1 until the cutover
+	r.waitOutput(t, "every transition", regexp.MustCompile(`(?m)^#\d+ move mov_\w+ requested: n1 → n2 \(operator\); the session runs on n1 until the cutover
 #\d+ move: checkpointed at #\d+ \(\+\d+ms\)
 #\d+ move: n2 admitted \(alive, not_draining, capacity, adapter, .*\) \(\+\d+ms\)
 #\d+ move: restored on n2 as epoch 2 \(\+\d+ms\)
@@ -74,7 +74,7 @@ func TestOpenE2E_Move(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
 	}
 	out := r.stdout.String()
-	if n := strings.Count(out, "terminal you joined"); n != 1 {
+	if n := strings.Count(out, "you joined"); n != 1 {
 		t.Errorf("the client joined %d times, want once (no reattach across the move):\n%s", n, out)
 	}
 	if r.stderr.String() != "" {

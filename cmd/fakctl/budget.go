@@ -9,6 +9,7 @@ import (
 	"time"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // Budgets (DESIGN.md §5): a lineage shares one envelope of turns, output
@@ -54,17 +55,6 @@ func parseSpend(s string) (uint64, error) {
 	return units + micros, nil
 }
 
-// formatSpend renders micros as a decimal amount without trailing zeros:
-// 950000 is "0.95", 3000000 is "3".
-func formatSpend(micros uint64) string {
-	whole := strconv.FormatUint(micros/microsPerUnit, 10)
-	frac := micros % microsPerUnit
-	if frac == 0 {
-		return whole
-	}
-	return whole + "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
-}
-
 // spendFlag is a flag holding a decimal amount as micros.
 type spendFlag struct{ micros uint64 }
 
@@ -72,7 +62,7 @@ func (f *spendFlag) String() string {
 	if f == nil {
 		return "0"
 	}
-	return formatSpend(f.micros)
+	return journal.FormatSpend(f.micros)
 }
 
 func (f *spendFlag) Set(s string) error {
@@ -100,7 +90,7 @@ func budgetAxes(e *fakv1.Envelope) []budgetAxis {
 		{name: "turns", limit: lim.GetTurns(), used: used.GetTurns(), rest: rem.GetTurns(), format: count},
 		{name: "output tokens", limit: lim.GetOutputTokens(), used: used.GetOutputTokens(), rest: rem.GetOutputTokens(), format: count},
 		{name: "queries", limit: lim.GetQueries(), used: used.GetQueries(), rest: rem.GetQueries(), format: count},
-		{name: "spend", limit: lim.GetSpendMicros(), used: used.GetSpendMicros(), rest: rem.GetSpendMicros(), format: formatSpend},
+		{name: "spend", limit: lim.GetSpendMicros(), used: used.GetSpendMicros(), rest: rem.GetSpendMicros(), format: journal.FormatSpend},
 		{name: "tool calls", limit: lim.GetToolCalls(), used: used.GetToolCalls(), rest: rem.GetToolCalls(), format: count},
 	}
 	for i := range axes {
@@ -138,9 +128,9 @@ func writeBudget(w io.Writer, e *fakv1.Envelope) error {
 func budgetTitle(e *fakv1.Envelope) string {
 	parts := []string{"envelope " + e.GetEnvelopeId()}
 	if n := e.GetSessions(); n > 0 {
-		parts = append(parts, "shared by "+plural(uint64(n), "session"))
+		parts = append(parts, "shared by "+journal.Plural(uint64(n), "session"))
 	}
-	parts = append(parts, formatElapsed(e.GetElapsedMs())+" elapsed", plural(e.GetRefusals(), "refusal"))
+	parts = append(parts, formatElapsed(e.GetElapsedMs())+" elapsed", journal.Plural(e.GetRefusals(), "refusal"))
 	for _, kv := range [][2]string{{"priority", e.GetPriority()}, {"pace", e.GetPace()}, {"QA envelope", e.GetQaEnvelope()}} {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+" "+kv[1])
@@ -170,15 +160,4 @@ func formatContext(used, limit uint64) string {
 		left = limit - used
 	}
 	return fmt.Sprintf("%d of %d tokens used (%d left)", used, limit, left)
-}
-
-// plural is "1 query", "2 queries", "0 refusals".
-func plural(n uint64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	if stem, ok := strings.CutSuffix(noun, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
-		return formatUint(n) + " " + stem + "ies"
-	}
-	return formatUint(n) + " " + noun + "s"
 }

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // timeNow is the clock describe and list judge lease expiry and presence
@@ -109,7 +110,7 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 	pending := s.GetPending()
 	fields = append(fields,
 		[2]string{"Epoch", formatUint(s.GetEpoch())},
-		[2]string{"Placement", formatPlacement(s.GetPlacement())},
+		[2]string{"Placement", journal.FormatPlacement(s.GetPlacement())},
 		[2]string{"Compute node", compute},
 	)
 	if stranded := formatStranded(s); stranded != "" {
@@ -195,7 +196,7 @@ func writeDiscovery(w io.Writer, d *fakv1.DiscoverSessionResponse) error {
 	err := writeFields(w, [][2]string{
 		{"Session", d.GetSessionId()},
 		{"Epoch", formatUint(d.GetEpoch())},
-		{"Placement", formatPlacement(d.GetPlacement())},
+		{"Placement", journal.FormatPlacement(d.GetPlacement())},
 		{"Compute node", d.GetComputeNode()},
 	})
 	if err != nil {
@@ -288,4 +289,22 @@ func holderMark(holds bool) string {
 		return "holder"
 	}
 	return ""
+}
+
+// clientName is "terminal alice", or just the kind when the client gave no
+// name.
+func clientName(kind, name string) string {
+	return joinNonEmpty(kind, name)
+}
+
+// clientLabel is "terminal alice (att_…)".
+func clientLabel(kind, name, attachmentID string) string {
+	s := clientName(kind, name)
+	switch {
+	case attachmentID == "":
+		return s
+	case s == "":
+		return attachmentID
+	}
+	return s + " (" + attachmentID + ")"
 }

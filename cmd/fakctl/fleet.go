@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // fakctl fleet: the whole fleet at a glance (ClusterService.Overview), once
@@ -253,7 +254,7 @@ func fleetBudget(b *fakv1.Budget) string {
 	add("turns", b.GetTurns(), formatUint)
 	add("tokens", b.GetOutputTokens(), formatUint)
 	add("queries", b.GetQueries(), formatUint)
-	add("spend", b.GetSpendMicros(), formatSpend)
+	add("spend", b.GetSpendMicros(), journal.FormatSpend)
 	add("tools", b.GetToolCalls(), formatUint)
 	if len(parts) == 0 {
 		return "exhausted"

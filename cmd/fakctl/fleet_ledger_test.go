@@ -198,14 +198,14 @@ func TestLedgerAgainstARealFleet(t *testing.T) {
 	matches("log of the root", ok("log", "session", "log", root),
 		`(?m)^\d+  \S+  epoch\.changed  epoch 2: echo on elsewhere \(fresh: provider session fak_\S+, 0 cached provider entries pruned\)$`,
 		`(?m)^\d+  \S+  budget\.charged  charged 100 output tokens, 1 query, spend 0\.95; context \+400 tokens$`,
-		`(?m)^\d+  \S+  reset_boundary  context reset; provider session fak_\S+; context re-armed to 1000 tokens$`,
-		`(?m)^\d+  \S+  session\.stopped  USER_CLEAR; continues as `+child+` \(clear\)$`)
+		`(?m)^\d+  \S+  reset_boundary  context reset: the agent's context starts after this point; provider session fak_\S+; context re-armed to 1000 tokens$`,
+		`(?m)^\d+  \S+  session\.stopped  session stopped: USER_CLEAR; continues as `+child+` \(clear\)$`)
 	matches("log of the child", ok("log", "session", "log", child),
-		`(?m)^3  \S+  fak\.session\.provider_boundary\.v1  clear of `+root+`; provider session fak_ledger-test-clear$`,
-		`(?m)^\d+  \S+  budget\.exhausted  refused: spend exhausted; asked spend 0\.1$`,
+		`(?m)^3  \S+  fak\.session\.provider_boundary\.v1  clear of `+root+` \(provider session fak_ledger-test-clear\)$`,
+		`(?m)^\d+  \S+  budget\.exhausted  budget exhausted: spend; refused spend 0\.1$`,
 		`(?m)^\d+  \S+  budget\.charged  charged spend 0\.05; context \+10 tokens$`)
 	matches("log of the fork", ok("log", "session", "log", fork),
-		`(?m)^4  \S+  session\.forked  forked from `+grandchild+` at seq 3 \(3 events copied\)$`)
+		`(?m)^4  \S+  session\.forked  forked from `+grandchild+` at #3 \(3 events copied\)$`)
 
 	// A guarded launch: usage without a trace id goes to its default session.
 	bound, err := lifecycle.BindLaunch(ctx, connect.NewRequest(&fakv1.BindLaunchRequest{LaunchId: "launch-1", Provider: "claude", SessionId: grandchild}))

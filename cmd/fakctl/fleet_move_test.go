@@ -183,12 +183,12 @@ func TestMoveAgainstARealFleet(t *testing.T) {
 	}
 	log := ok("log", "session", "log", id)
 	matches("log", log,
-		`(?m)^\d+  \S+  move\.requested  mov_\w+ requested \(operator\): n1 epoch 1 → n2$`,
-		`(?m)^\d+  \S+  move\.checkpointed  mov_\w+ checkpointed at seq \d+ \(epoch 1, digest [0-9a-f]{12}…\) \(\+\d+ms\)$`,
-		`(?m)^\d+  \S+  move\.admitted  mov_\w+ n2 admitted as echo on n2 \(alive, .*\) \(\+\d+ms\)$`,
-		`(?m)^\d+  \S+  move\.restored  mov_\w+ restored on n2 as epoch 2 \(\+\d+ms\)$`,
+		`(?m)^\d+  \S+  move\.requested  move mov_\w+ requested: n1 → n2 \(operator\); the session runs on n1 until the cutover$`,
+		`(?m)^\d+  \S+  move\.checkpointed  move: checkpointed at #\d+ \(\+\d+ms\)$`,
+		`(?m)^\d+  \S+  move\.admitted  move: n2 admitted \(alive, .*\) \(\+\d+ms\)$`,
+		`(?m)^\d+  \S+  move\.restored  move: restored on n2 as epoch 2 \(\+\d+ms\)$`,
 		`(?m)^\d+  \S+  epoch\.changed  epoch 2: echo on n2 \(move\)$`,
-		`(?m)^\d+  \S+  move\.cutover  mov_\w+ cutover n1 → n2, epoch 2 \(operator\) \(\+\d+ms\)$`)
+		`(?m)^\d+  \S+  move\.cutover  move committed: n1 → n2, epoch 2 \(\+\d+ms\)$`)
 
 	// A node without a record.
 	fails("move to an unknown node", `NOT_FOUND: node n9 not found \(no node record; fakctl node list shows the nodes\)`,

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // The reset ledger (DESIGN.md §5): fresh, reset, clear, new and fork, each
@@ -97,7 +98,7 @@ func boundaryFields(b *fakv1.Boundary) [][2]string {
 		fields = append(fields, [2]string{"Previous session", p})
 	}
 	if b.GetAction() == "fresh" {
-		fields = append(fields, [2]string{"Pruned", plural(uint64(b.GetPruned()), "cached provider entry") + " (0 is normal)"})
+		fields = append(fields, [2]string{"Pruned", journal.Plural(uint64(b.GetPruned()), "cached provider entry") + " (0 is normal)"})
 	}
 	state := formatSessionState(s.GetState())
 	if s.GetStopReason() != "" {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 func TestParseAndFormatSpend(t *testing.T) {
@@ -25,12 +26,12 @@ func TestParseAndFormatSpend(t *testing.T) {
 		}
 	}
 	for micros, want := range map[uint64]string{0: "0", 1: "0.000001", 950_000: "0.95", 3_000_000: "3", 12_345_678: "12.345678"} {
-		if got := formatSpend(micros); got != want {
-			t.Errorf("formatSpend(%d) = %q, want %q", micros, got, want)
+		if got := journal.FormatSpend(micros); got != want {
+			t.Errorf("FormatSpend(%d) = %q, want %q", micros, got, want)
 		}
-	}
-	if got := plural(2, "query") + ", " + plural(1, "entry") + ", " + plural(0, "refusal") + ", " + plural(3, "day"); got != "2 queries, 1 entry, 0 refusals, 3 days" {
-		t.Errorf("plural: %q", got)
+		if back, err := parseSpend(want); err != nil || back != micros {
+			t.Errorf("parseSpend(%q) = %d, %v; want %d", want, back, err, micros)
+		}
 	}
 }
 

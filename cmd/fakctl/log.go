@@ -13,6 +13,7 @@ import (
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 const (
@@ -24,6 +25,9 @@ const (
 	firstReconnectDelay = 100 * time.Millisecond
 	maxReconnectDelay   = 3 * time.Second
 )
+
+// eventTimeLayout is how session log prints times of day.
+const eventTimeLayout = "15:04:05.000"
 
 func sessionLogCommand(fs *flag.FlagSet) runFunc {
 	from := fs.Uint64("from", 1, "`SEQ` of the first event to print")
@@ -45,14 +49,13 @@ func sessionLogCommand(fs *flag.FlagSet) runFunc {
 }
 
 // printEvent writes "SEQ  TIME  KIND  SUMMARY" on one line; the summary is
-// the event's text or, for fak's own events, what its facts say
-// (eventSummary).
+// the one every client prints for the event (journal.Summary).
 func (c *cli) printEvent(ev *fakv1.Event) error {
 	_, err := fmt.Fprintf(c.stdout, "%d  %s  %s  %s\n",
 		ev.GetSeq(),
 		formatClock(ev.GetTimeUnixNano()),
 		ev.GetKind(),
-		escapeText(eventSummary(ev)))
+		escapeText(journal.Summary(ev)))
 	return err
 }
 
@@ -184,4 +187,9 @@ func sleepContext(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// formatClock renders a Unix nanosecond time as a local time of day.
+func formatClock(unixNano int64) string {
+	return time.Unix(0, unixNano).Local().Format(eventTimeLayout)
 }

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // Moving a session (DESIGN.md §8): session move asks for the move and then
@@ -180,11 +181,12 @@ type moveWatch struct {
 // apply reads one event: ok when it is a transition of the watched move,
 // with the line to print and whether the move ended.
 func (w *moveWatch) apply(ev *fakv1.Event) (line string, done, ok bool) {
-	if !strings.HasPrefix(ev.GetKind(), "move.") {
+	if !journal.IsMove(ev.GetKind()) {
 		return "", false, false
 	}
-	f, ok := moveFactsOf(ev)
-	if !ok || f.MoveID != w.moveID {
+	fact, err := journal.Decode(ev)
+	f, ok := fact.(journal.Move)
+	if err != nil || !ok || f.MoveID != w.moveID || f.State == "" {
 		return "", false, false
 	}
 	m := w.final
@@ -195,7 +197,7 @@ func (w *moveWatch) apply(ev *fakv1.Event) (line string, done, ok bool) {
 	case moveAdmitted:
 		m.Checks, m.Degradation = f.Checks, f.Degradation
 		if f.Placement != nil {
-			m.Admitted = placementOfFacts(f.Placement)
+			m.Admitted = f.Placement.API()
 		}
 	case moveRestored:
 		m.NewEpoch = f.NewEpoch
@@ -207,7 +209,7 @@ func (w *moveWatch) apply(ev *fakv1.Event) (line string, done, ok bool) {
 
 // moveTransition renders one transition for session move: its state and
 // what it fixed.
-func moveTransition(f eventFacts, source string) string {
+func moveTransition(f journal.Move, source string) string {
 	switch f.State {
 	case moveCheckpointed:
 		return fmt.Sprintf("%s at #%d", f.State, f.CheckpointSeq)
@@ -243,16 +245,6 @@ func moveTransition(f eventFacts, source string) string {
 		return s
 	}
 	return f.State
-}
-
-// moveFactsOf reads a move.* event's facts.
-func moveFactsOf(ev *fakv1.Event) (eventFacts, bool) {
-	f, ok := factsOf(ev)
-	return f, ok && f.MoveID != "" && f.State != ""
-}
-
-func placementOfFacts(p *placementFacts) *fakv1.Placement {
-	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
 }
 
 func sessionMoveStatusCommand(fs *flag.FlagSet) runFunc {
@@ -293,7 +285,7 @@ func writeMove(w io.Writer, sessionID string, m *fakv1.Move) error {
 		fields = append(fields, [2]string{"Checkpoint", fmt.Sprintf("at seq %d (digest %s)", m.GetCheckpointSeq(), shortDigest(m.GetDigest()))})
 	}
 	if a := m.GetAdmitted(); a != nil {
-		fields = append(fields, [2]string{"Admitted", formatPlacement(a)})
+		fields = append(fields, [2]string{"Admitted", journal.FormatPlacement(a)})
 	}
 	if len(m.GetChecks()) > 0 {
 		fields = append(fields, [2]string{"Checks passed", strings.Join(m.GetChecks(), ", ")})
@@ -362,7 +354,7 @@ func formatMove(m *fakv1.Move, completed uint64) string {
 		s += ": " + r
 	}
 	if completed > 0 {
-		s += fmt.Sprintf("; %s completed", plural(completed, "move"))
+		s += fmt.Sprintf("; %s completed", journal.Plural(completed, "move"))
 	}
 	return s
 }

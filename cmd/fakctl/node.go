@@ -13,6 +13,7 @@ import (
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/client/journal"
 )
 
 // The nodes that host execution epochs (NodeService): their records,
@@ -123,7 +124,7 @@ func nodeDrainCommand(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if !c.jsonOutput() {
-			fmt.Fprintf(c.stdout, "Node %s is draining: no new sessions; %s to move away\n", name, plural(uint64(n.GetSessions()), "session"))
+			fmt.Fprintf(c.stdout, "Node %s is draining: no new sessions; %s to move away\n", name, journal.Plural(uint64(n.GetSessions()), "session"))
 		}
 		if !*noWait {
 			if n, err = waitDrained(ctx, c, name, start, *timeout); err != nil {
@@ -198,7 +199,7 @@ func waitDrained(ctx context.Context, c *cli, name string, start time.Time, time
 			if n := nodes[i]; n.GetSessions() == 0 && len(tracked) == 0 {
 				if !c.jsonOutput() {
 					fmt.Fprintf(c.stdout, "Node %s is drained: %s moved in %s; it stays draining until fakctl node undrain %s\n",
-						name, plural(uint64(moved), "session"), time.Since(start).Round(time.Millisecond), name)
+						name, journal.Plural(uint64(moved), "session"), time.Since(start).Round(time.Millisecond), name)
 				}
 				return n, nil
 			}
@@ -206,9 +207,9 @@ func waitDrained(ctx context.Context, c *cli, name string, start time.Time, time
 		if !sleepContext(ctx, drainPoll) {
 			left := len(tracked)
 			if ctx.Err() == context.DeadlineExceeded {
-				return nil, fmt.Errorf("node %s still hosts %s after %s; it stays draining (fakctl node list)", name, plural(uint64(left), "session"), timeout)
+				return nil, fmt.Errorf("node %s still hosts %s after %s; it stays draining (fakctl node list)", name, journal.Plural(uint64(left), "session"), timeout)
 			}
-			return nil, fmt.Errorf("interrupted with %s left on node %s; it stays draining", plural(uint64(left), "session"), name)
+			return nil, fmt.Errorf("interrupted with %s left on node %s; it stays draining", journal.Plural(uint64(left), "session"), name)
 		}
 	}
 }

@@ -1,10 +1,8 @@
-package main
+package term
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,10 +16,6 @@ import (
 )
 
 const (
-	defaultAPIAddr = apiclient.DefaultAddr
-	// devTokenFile is where `fak dev` writes its token, relative to the
-	// directory it runs in.
-	devTokenFile = apiclient.DevTokenFile
 	// rpcTimeout bounds each unary call; streams have no deadline.
 	rpcTimeout = 10 * time.Second
 	// Watch reconnects: at most maxWatchFailures attempts in a row without
@@ -44,19 +38,6 @@ const (
 	reasonAttachmentNotFound = "ATTACHMENT_NOT_FOUND"
 )
 
-// resolveAPIAddr picks the node address: the flag, then FAK_ADDR, then the
-// default of a local dev fleet, normalized to a base URL.
-func resolveAPIAddr(flagAddr string, getenv func(string) string) (string, error) {
-	return apiclient.ResolveAddr(flagAddr, getenv)
-}
-
-// resolveAPIToken picks the token, first found wins: the flag, FAK_TOKEN,
-// the file named by FAK_TOKEN_FILE (which must exist), then the dev fleet's
-// token file under workDir (optional: a fleet may run without tokens).
-func resolveAPIToken(flagToken string, getenv func(string) string, workDir string) (string, error) {
-	return apiclient.ResolveToken(flagToken, getenv, workDir)
-}
-
 // normalizeAPIAddr is apiclient.NormalizeAddr with scheme used when addr
 // has none (an endpoint of a fleet reached over https is https too).
 func normalizeAPIAddr(addr, scheme string) (string, error) {
@@ -74,8 +55,8 @@ func reasonOf(err error) string {
 	return ""
 }
 
-// errorLine describes err on one line: "REASON: message" for a fak error.
-func errorLine(err error) string {
+// ErrorLine describes err on one line: "REASON: message" for a fak error.
+func ErrorLine(err error) string {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg := err.Error()
@@ -179,18 +160,6 @@ func (c *sessionConn) isSelf(attachmentID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return attachmentID != "" && c.self[attachmentID]
-}
-
-func (c *sessionConn) holdsLease() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.wantLease
-}
-
-func (c *sessionConn) setLease(held bool) {
-	c.mu.Lock()
-	c.wantLease = held
-	c.mu.Unlock()
 }
 
 // use makes base the current endpoint.
@@ -322,69 +291,6 @@ func (c *sessionConn) attach(ctx context.Context) (*fakv1.AttachResponse, error)
 	return resp, nil
 }
 
-// reattach replaces an attachment that expired (stale is the id found
-// gone; nothing happens when it was already replaced) and takes the lease
-// again if this client held it.
-func (c *sessionConn) reattach(ctx context.Context, stale string) error {
-	c.mu.Lock()
-	if c.attachID != stale {
-		c.mu.Unlock()
-		return nil
-	}
-	hadLease := c.wantLease
-	c.wantLease = false
-	c.mu.Unlock()
-	resp, err := c.attach(ctx)
-	if err != nil {
-		return err
-	}
-	c.out.notice("attachment %s expired; attached again as %s", stale, resp.GetAttachmentId())
-	if hadLease {
-		if _, err := c.takeLease(ctx, false); err != nil {
-			c.out.notice("could not take the input lease again: %s", errorLine(err))
-		} else {
-			c.out.notice("took the input lease again")
-		}
-	}
-	return nil
-}
-
-func (c *sessionConn) takeLease(ctx context.Context, steal bool) (*fakv1.TakeLeaseResponse, error) {
-	var resp *fakv1.TakeLeaseResponse
-	id := c.attachment()
-	err := c.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
-		r, err := cl.TakeLease(ctx, connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: c.sessionID, AttachmentId: id, Steal: steal}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.wantLease = true
-	if ttl := time.Duration(resp.GetTtlMs()) * time.Millisecond; ttl > 0 {
-		c.leaseTTL = ttl
-	}
-	c.mu.Unlock()
-	return resp, nil
-}
-
-func (c *sessionConn) releaseLease(ctx context.Context) (*fakv1.ReleaseLeaseResponse, error) {
-	c.setLease(false)
-	var resp *fakv1.ReleaseLeaseResponse
-	id := c.attachment()
-	err := c.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
-		r, err := cl.ReleaseLease(ctx, connect.NewRequest(&fakv1.ReleaseLeaseRequest{SessionId: c.sessionID, AttachmentId: id}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
-	})
-	return resp, err
-}
-
 // act submits one input against the expected epoch. requestID makes a
 // retry on another node a duplicate the fleet recognizes.
 func (c *sessionConn) act(ctx context.Context, text string, epoch uint64, requestID string) (uint64, error) {
@@ -433,176 +339,4 @@ func (c *sessionConn) detach() error {
 		_, err := cl.Detach(ctx, connect.NewRequest(&fakv1.DetachRequest{SessionId: c.sessionID, AttachmentId: id}))
 		return err
 	})
-}
-
-// keepAliveLoop renews the attachment every keepalive interval until ctx
-// ends, attaching again if it expired meanwhile (a suspended laptop).
-func (c *sessionConn) keepAliveLoop(ctx context.Context) {
-	for {
-		c.mu.Lock()
-		every := c.keepAlive
-		c.mu.Unlock()
-		if !sleepCtx(ctx, every) {
-			return
-		}
-		id := c.attachment()
-		err := c.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
-			_, err := cl.KeepAlive(ctx, connect.NewRequest(&fakv1.KeepAliveRequest{SessionId: c.sessionID, AttachmentId: id}))
-			return err
-		})
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case reasonOf(err) == reasonAttachmentNotFound:
-			if err := c.reattach(ctx, id); err != nil && ctx.Err() == nil {
-				c.notices("could not attach again: %s", errorLine(err))
-			}
-		case !transient(err):
-			c.notices("keep-alive failed: %s", errorLine(err))
-		}
-	}
-}
-
-// renewLoop renews the input lease every third of its TTL while this client
-// holds it. Losing it (stolen, expired) ends the renewals until the lease is
-// taken again.
-func (c *sessionConn) renewLoop(ctx context.Context) {
-	for {
-		c.mu.Lock()
-		every := max(c.leaseTTL/3, minRenewInterval)
-		c.mu.Unlock()
-		if !sleepCtx(ctx, every) {
-			return
-		}
-		if !c.holdsLease() {
-			continue
-		}
-		id := c.attachment()
-		err := c.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
-			_, err := cl.RenewLease(ctx, connect.NewRequest(&fakv1.RenewLeaseRequest{SessionId: c.sessionID, AttachmentId: id}))
-			return err
-		})
-		if err == nil || ctx.Err() != nil || transient(err) {
-			continue
-		}
-		c.mu.Lock()
-		lost := c.wantLease && c.attachID == id
-		if lost {
-			c.wantLease = false
-		}
-		c.mu.Unlock()
-		if lost {
-			c.out.notice("you no longer hold the input lease (%s); type /take to take it again", errorLine(err))
-		}
-	}
-}
-
-// watchResult is what the watch goroutine hands the input loop: a batch of
-// events in journal order, or the error that ended the watch for good.
-type watchResult struct {
-	events []*fakv1.Event
-	err    error
-}
-
-// watch streams the events after after, with this client's attachment,
-// until ctx ends. When the stream breaks it reconnects, through another
-// node when it can, resuming after the last event it delivered: nothing is
-// skipped and nothing is delivered twice.
-func (c *sessionConn) watch(ctx context.Context, after uint64, out chan<- watchResult) {
-	failures := 0
-	for {
-		id := c.attachment()
-		progressed, err := c.watchOnce(ctx, id, &after, out)
-		if ctx.Err() != nil {
-			return
-		}
-		if progressed {
-			failures = 0
-		}
-		switch {
-		case err == nil:
-			// The server ended the stream (a node shutting down): resume.
-		case reasonOf(err) == reasonAttachmentNotFound:
-			if rerr := c.reattach(ctx, id); rerr != nil && !transient(rerr) {
-				sendResult(ctx, out, watchResult{err: rerr})
-				return
-			}
-		case !transient(err):
-			sendResult(ctx, out, watchResult{err: err})
-			return
-		}
-		failures++
-		if failures > maxWatchFailures {
-			sendResult(ctx, out, watchResult{err: fmt.Errorf("gave up watching after %d failed reconnects: %w", maxWatchFailures, err)})
-			return
-		}
-		reason := "stream ended"
-		if err != nil {
-			reason = errorLine(err)
-		}
-		if !sleepCtx(ctx, retryDelay(failures)) {
-			return
-		}
-		if failures > 1 || err != nil {
-			c.rotate()
-		}
-		if derr := c.discover(ctx); derr != nil && ctx.Err() == nil {
-			c.rotate()
-		}
-		c.notices("watch interrupted (%s); resuming after #%d via %s", reason, after, c.current())
-	}
-}
-
-func (c *sessionConn) watchOnce(ctx context.Context, attachmentID string, after *uint64, out chan<- watchResult) (progressed bool, err error) {
-	stream, err := c.client(c.current()).WatchEvents(ctx, connect.NewRequest(&fakv1.WatchEventsRequest{
-		SessionId: c.sessionID, AfterSeq: *after, AttachmentId: attachmentID,
-	}))
-	if err != nil {
-		return false, err
-	}
-	defer stream.Close()
-	for stream.Receive() {
-		var batch []*fakv1.Event
-		for _, ev := range stream.Msg().GetEvents() {
-			if ev.GetSeq() <= *after {
-				continue // delivered before a reconnect
-			}
-			batch = append(batch, ev)
-			*after = ev.GetSeq()
-		}
-		if len(batch) == 0 {
-			continue // a heartbeat
-		}
-		if !sendResult(ctx, out, watchResult{events: batch}) {
-			return progressed, nil
-		}
-		progressed = true
-	}
-	return progressed, stream.Err()
-}
-
-func sendResult(ctx context.Context, out chan<- watchResult, r watchResult) bool {
-	select {
-	case out <- r:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// retryDelay is the exponential backoff, with jitter, before attempt n.
-func retryDelay(n int) time.Duration {
-	d := min(firstRetryDelay<<min(n-1, 10), maxRetryDelay)
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleepCtx waits for d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

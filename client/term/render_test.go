@@ -1,4 +1,4 @@
-package main
+package term
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func event(seq uint64, kind, text string, data any) *fakv1.Event {
 type m = map[string]any
 
 func TestRenderTranscript(t *testing.T) {
-	r := newRenderer("terminal")
+	r := newRenderer()
 	r.addSelf("att_me")
 	events := []*fakv1.Event{
 		event(1, "session.created", "demo", nil),
@@ -61,23 +61,23 @@ func TestRenderTranscript(t *testing.T) {
 		b.WriteString(r.render(ev))
 	}
 	want := `#1 session created: demo
-#2 epoch 1: echo m1 on n1
-#3 terminal you joined via n1
+#2 epoch 1: echo on n1, model m1
+#3 you joined via n1
 #4 browser alice joined via n2
-#5 lease taken by terminal you
+#5 lease taken by you
 #6 you> hello
 #7 turn started for input #6 (echo on n1)
 #8 agent> Hello!
 #10 phone bob left (expired)
 #11 agent>  How are you?
 #12 turn completed (turn 1 done)
-#13 lease taken by browser alice (stolen from terminal you)
+#13 lease taken by browser alice (stolen from you)
 #14 browser alice> two
     lines
 #15 turn started
 #16 tool call: shell ls -la
 #17 approval requested: run ls -la? [y/n]
-#18 approval #17 approved by terminal you
+#18 approval #17 approved by you
 #19 tool result: a
     b
 #20 tool call: edit {"line":3,"path":"x.go"}
@@ -96,7 +96,7 @@ func TestRenderTranscript(t *testing.T) {
 // TestRenderLedgerEvents renders the events of the reset ledger, provider
 // hooks and budgets with the facts fsm writes.
 func TestRenderLedgerEvents(t *testing.T) {
-	r := newRenderer("terminal")
+	r := newRenderer()
 	placement := m{"runtime_adapter": "echo", "node": "n1"}
 	for _, tt := range []struct {
 		ev   *fakv1.Event
@@ -109,9 +109,9 @@ func TestRenderLedgerEvents(t *testing.T) {
 		{event(6, "epoch.changed", "epoch 4: echo on n1 (resume)", m{"epoch": 4, "placement": placement, "reason": "resume", "provider_session_id": "th-9"}),
 			"#6 epoch 4: echo on n1 (resume: provider session th-9)"},
 		{event(7, "reset_boundary", "context reset", m{"cleared_inputs": []uint64{5, 6}, "cleared_approval": 4, "provider_session_id": "fak_r3", "context_rearmed_to": 1000}),
-			"#7 context reset: the agent's context starts after this point; cleared queued inputs #5 #6, approval #4"},
+			"#7 context reset: the agent's context starts after this point; cleared queued inputs #5 #6, approval #4; provider session fak_r3; context re-armed to 1000 tokens"},
 		{event(8, "reset_boundary", "context reset", m{"provider_session_id": "fak_r4"}),
-			"#8 context reset: the agent's context starts after this point"},
+			"#8 context reset: the agent's context starts after this point; provider session fak_r4"},
 		{event(9, "session.stopped", "USER_CLEAR", m{"child": "ses_c", "source": "clear"}),
 			"#9 session stopped: USER_CLEAR; continues as ses_c (clear)"},
 		{event(3, "fak.session.provider_boundary.v1", "clear of ses_p", m{"provider": "claude", "source": "clear", "previous_session": "ses_p", "new_provider_session_id": "abc"}),
@@ -119,11 +119,11 @@ func TestRenderLedgerEvents(t *testing.T) {
 		{event(3, "fak.session.provider_boundary.v1", "new of ses_p", m{"provider": "", "source": "new", "previous_session": "ses_p", "new_provider_session_id": "fak_r5"}),
 			"#3 new of ses_p (provider session fak_r5)"},
 		{event(10, "provider.bound", "claude abc", m{"provider": "claude", "source": "startup", "provider_session_id": "abc", "launch": "l1", "metadata": m{"cwd": "/x"}}),
-			"#10 claude session abc bound (startup)"},
+			"#10 claude session abc bound (startup, launch l1)"},
 		{event(11, "provider.session_end", "claude session ended: clear", m{"provider": "claude", "reason": "clear", "provider_session_id": "abc", "launch": "l1"}),
-			"#11 claude session abc ended (clear)"},
+			"#11 claude session abc ended (clear, launch l1)"},
 		{event(12, "compaction", "provider compaction", m{"provider": "codex", "source": "compact", "provider_session_id": "t1", "launch": "l1"}),
-			"#12 compaction by codex session t1"},
+			"#12 compaction by codex session t1 (launch l1)"},
 		{event(13, "compaction", "kept 10", nil), "#13 compaction: kept 10"},
 		{event(14, "budget.charged", "", m{"usage": m{"output_tokens": 100, "queries": 1, "spend_micros": 250000}, "context_tokens": 500, "envelope": "ses_p", "via_launch": "l1"}),
 			"#14 charged 100 output tokens, 1 query, spend 0.25; context +500 tokens (via launch l1)"},
@@ -146,7 +146,7 @@ func TestRenderLedgerEvents(t *testing.T) {
 
 func TestRenderNoticeEndsReply(t *testing.T) {
 	var out bytes.Buffer
-	tr := newTranscript(&out, "terminal")
+	tr := newTranscript(&out)
 	tr.event(event(5, "output", "partial", nil))
 	tr.notice("watch interrupted;\nresuming")
 	tr.event(event(6, "output", " more", nil))
@@ -159,16 +159,16 @@ func TestRenderNoticeEndsReply(t *testing.T) {
 }
 
 func TestRenderFallbacks(t *testing.T) {
-	r := newRenderer("terminal")
+	r := newRenderer()
 	for _, tt := range []struct {
 		ev   *fakv1.Event
 		want string
 	}{
 		{event(1, "epoch.changed", "epoch 2: echo on n3", nil), "#1 epoch.changed: epoch 2: echo on n3\n"},
 		{event(2, "input", "hi", nil), "#2 input> hi\n"},
-		{event(3, "approval.requested", "", nil), "#3 approval requested: approve? [y/n]\n"},
+		{event(3, "approval.requested", "", nil), "#3 approval requested [y/n]\n"},
 		{event(4, "tool.call", "grep -r x", nil), "#4 tool call: grep -r x\n"},
-		{event(5, "lease.taken", "lease taken", []byte("not json")), "#5 lease.taken: lease taken\n"},
+		{event(5, "lease.taken", "lease taken", []byte("not json")), "#5 lease.taken: lease taken [8 bytes of data]\n"},
 		{event(6, "session.created", "", nil), "#6 session created\n"},
 	} {
 		if tt.ev.GetSeq() == 5 {
@@ -249,7 +249,7 @@ func TestHeaderAndControls(t *testing.T) {
 // writes them, and the epoch.changed of its cutover; the header shows a
 // move in progress.
 func TestRenderMoveEvents(t *testing.T) {
-	r := newRenderer("terminal")
+	r := newRenderer()
 	var b strings.Builder
 	for _, ev := range []*fakv1.Event{
 		event(6, "move.requested", "move requested: n1 → n2",
@@ -276,13 +276,13 @@ func TestRenderMoveEvents(t *testing.T) {
 	} {
 		b.WriteString(r.render(ev))
 	}
-	want := `#6 move requested: n1 → n2 (operator); the session runs on n1 until the cutover
+	want := `#6 move mov_1 requested: n1 → n2 (operator); the session runs on n1 until the cutover
 #7 move: checkpointed at #6 (+18ms)
 #8 move: n2 admitted (alive, not_draining, capacity) (+19ms)
 #9 move: restored on n2 as epoch 3 (+33ms)
 #10 epoch 3: echo on n2 (move)
 #11 move committed: n1 → n2, epoch 3 (+34ms)
-#12 move requested: n2 → the least loaded admitted node (drain); the session runs on n2 until the cutover
+#12 move mov_2 requested: n2 → the least loaded admitted node (drain); the session runs on n2 until the cutover
 #13 move: n1 admitted; degradation: model "a" → "b": the provider cache starts cold
 #14 move failed in DESTINATION_ADMITTED: DIGEST_MISMATCH: restored journal differs; the session stays on n2 (+5ms)
 #15 move unsafe (no safe point) in SAFE_POINT_REQUESTED: no safe point within 1s; the session stays on n2

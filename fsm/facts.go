@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"encoding/json"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// The facts: the structured data (JSON in Event.data) of the events the
+// FSM writes itself. Every kind the FSM writes has its fact type here, so
+// the writer's side of the journal vocabulary is one file; the reader's
+// side is client/journal, whose tests decode every fact written here.
+//
+// The types are unexported on purpose: clients must not depend on fsm. A
+// field added here is a field of the journal's public vocabulary: add it
+// to client/journal too (its test fails until then).
+
+// fact encodes an event's structured payload. encoding/json writes struct
+// fields in declaration order, so every replica produces the same bytes.
+func fact(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("fsm: marshal fact: " + err.Error())
+	}
+	return b
+}
+
+// placementFact is a placement tuple inside other facts (epoch.changed,
+// move.admitted).
+type placementFact struct {
+	RuntimeAdapter string `json:"runtime_adapter"`
+	Provider       string `json:"provider,omitempty"`
+	AccountRef     string `json:"account_ref,omitempty"`
+	Model          string `json:"model,omitempty"`
+	Node           string `json:"node,omitempty"`
+}
+
+func placementFactOf(p *fsmpb.Placement) placementFact {
+	return placementFact{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+}
+
+// epochFact is the data of the first epoch.changed of a session (created,
+// cleared, forked or renewed).
+type epochFact struct {
+	Epoch     uint64        `json:"epoch"`
+	Placement placementFact `json:"placement"`
+}
+
+// epochChangeFact is the data of a later epoch.changed: why the epoch
+// changed (fresh, resume, move) and the provider binding it carries.
+type epochChangeFact struct {
+	Epoch             uint64        `json:"epoch"`
+	Placement         placementFact `json:"placement"`
+	Reason            string        `json:"reason"`
+	ProviderSessionID string        `json:"provider_session_id,omitempty"`
+	Pruned            uint32        `json:"pruned,omitempty"`
+}
+
+// attachmentFact is the data of attachment.joined and attachment.left.
+type attachmentFact struct {
+	AttachmentID string   `json:"attachment_id"`
+	ClientKind   string   `json:"client_kind"`
+	ClientName   string   `json:"client_name,omitempty"`
+	Node         string   `json:"node,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+// leaseFact is the data of lease.taken and lease.released.
+type leaseFact struct {
+	AttachmentID   string `json:"attachment_id"`
+	ClientKind     string `json:"client_kind,omitempty"`
+	ClientName     string `json:"client_name,omitempty"`
+	ExpiresUnixNs  int64  `json:"expires_unix_nano,omitempty"`
+	StolenFrom     string `json:"stolen_from,omitempty"`
+	StolenFromName string `json:"stolen_from_name,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// inputFact is the data of input: who sent it, against which epoch.
+type inputFact struct {
+	AttachmentID string `json:"attachment_id"`
+	ClientKind   string `json:"client_kind"`
+	ClientName   string `json:"client_name,omitempty"`
+	Epoch        uint64 `json:"epoch"`
+}
+
+// approvalFact is the data of approval.answered.
+type approvalFact struct {
+	ApprovalSeq  uint64 `json:"approval_seq"`
+	Approved     bool   `json:"approved"`
+	AttachmentID string `json:"attachment_id"`
+	ClientKind   string `json:"client_kind"`
+	ClientName   string `json:"client_name,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+// resetFact is the data of reset_boundary: what the reset cleared.
+type resetFact struct {
+	ClearedInputs     []uint64 `json:"cleared_inputs,omitempty"`
+	ClearedTurn       uint64   `json:"cleared_turn,omitempty"`
+	ClearedApproval   uint64   `json:"cleared_approval,omitempty"`
+	ProviderSessionID string   `json:"provider_session_id"`
+	ContextRearmedTo  uint64   `json:"context_rearmed_to"`
+}
+
+// boundaryFact is the data of the provider-boundary event that opens the
+// child of a clear or new.
+type boundaryFact struct {
+	Provider          string `json:"provider"`
+	Source            string `json:"source"`
+	PreviousSession   string `json:"previous_session"`
+	ProviderSessionID string `json:"new_provider_session_id"`
+}
+
+// stopFact is the data of the session.stopped of a cleared (or renewed)
+// session: the child it continues in. A plain stop has no data.
+type stopFact struct {
+	Child  string `json:"child"`
+	Source string `json:"source"`
+}
+
+// forkFact is the data of session.forked.
+type forkFact struct {
+	Source      string `json:"source_session"`
+	ForkAddress uint64 `json:"fork_address"`
+	Copied      int    `json:"copied_events"`
+}
+
+// providerFact is the data of provider.bound, provider.session_end and a
+// provider's compaction (fak guard's hooks).
+type providerFact struct {
+	Provider          string          `json:"provider"`
+	Source            string          `json:"source,omitempty"`
+	Reason            string          `json:"reason,omitempty"`
+	ProviderSessionID string          `json:"provider_session_id,omitempty"`
+	Launch            string          `json:"launch"`
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+}
+
+// metadataFact keeps hook metadata that is valid JSON verbatim (the guard
+// sends the provider's JSON object); anything else is dropped.
+func metadataFact(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// chargeFact is the data of budget.charged and budget.exhausted (a refused
+// charge names the exhausted axis).
+type chargeFact struct {
+	Usage         *budgetFact `json:"usage"`
+	ContextTokens uint64      `json:"context_tokens,omitempty"`
+	Envelope      string      `json:"envelope"`
+	Exhausted     string      `json:"exhausted,omitempty"`
+	ViaLaunch     string      `json:"via_launch,omitempty"`
+}
+
+// budgetFact is the usage of one charge.
+type budgetFact struct {
+	Turns        uint64 `json:"turns,omitempty"`
+	OutputTokens uint64 `json:"output_tokens,omitempty"`
+	Queries      uint64 `json:"queries,omitempty"`
+	SpendMicros  uint64 `json:"spend_micros,omitempty"`
+	ToolCalls    uint64 `json:"tool_calls,omitempty"`
+}
+
+func budgetFactOf(b *fsmpb.Budget) *budgetFact {
+	return &budgetFact{Turns: b.GetTurns(), OutputTokens: b.GetOutputTokens(), Queries: b.GetQueries(),
+		SpendMicros: b.GetSpendMicros(), ToolCalls: b.GetToolCalls()}
+}
+
+// moveFact is the data of every move.* event: the move's id and state, and
+// what the transition fixed.
+type moveFact struct {
+	MoveID        string         `json:"move_id"`
+	State         string         `json:"state"`
+	Cause         string         `json:"cause,omitempty"`
+	From          string         `json:"from,omitempty"`
+	To            string         `json:"to,omitempty"`
+	Placement     *placementFact `json:"placement,omitempty"`
+	SourceEpoch   uint64         `json:"source_epoch,omitempty"`
+	CheckpointSeq uint64         `json:"checkpoint_seq,omitempty"`
+	Digest        string         `json:"digest,omitempty"`
+	NewEpoch      uint64         `json:"new_epoch,omitempty"`
+	Checks        []string       `json:"checks,omitempty"`
+	Degradation   []string       `json:"degradation,omitempty"`
+	Reason        string         `json:"reason,omitempty"`
+	Phase         string         `json:"phase,omitempty"`
+	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
+}
+
+// strandedFact is the data of session.stranded (marked or unmarked).
+type strandedFact struct {
+	Node     string `json:"node"`
+	Stranded bool   `json:"stranded"`
+	Reason   string `json:"reason"`
+}
