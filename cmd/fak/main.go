@@ -2,9 +2,8 @@
 // (a whole local fleet in one process, for trying fak out). It also carries
 // the terminal client (`fak session open`), `fak guard` and its hook
 // commands, `fak health`, `fak tls init` and `fak keygen`. Reference:
-// docs/fakctl.md. Apart from the terminal client (open.go, sessionconn.go,
-// render.go, which move to client/term in issue 13, part 2) it only parses
-// flags and wires packages together.
+// docs/fakctl.md. It only parses flags and wires packages together: the
+// terminal client is client/term.
 package main
 
 import (
