@@ -65,22 +65,8 @@ func MoveOpen(m *fsmpb.Move) bool {
 // from their own replicas; equal digests mean equal journals.
 func JournalDigest(events []*fsmpb.Event) string {
 	h := sha256.New()
-	var n [8]byte
-	put := func(b []byte) {
-		for i := range 8 {
-			n[i] = byte(uint64(len(b)) >> (8 * i))
-		}
-		h.Write(n[:])
-		h.Write(b)
-	}
 	for _, e := range events {
-		for i := range 8 {
-			n[i] = byte(e.Seq >> (8 * i))
-		}
-		h.Write(n[:])
-		put([]byte(e.Kind))
-		put([]byte(e.Text))
-		put(e.Data)
+		hashJournalEvent(h, e)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

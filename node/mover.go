@@ -14,7 +14,6 @@ import (
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
-	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/placement"
 )
 
@@ -426,7 +425,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 // safe point to wait for; a turn it left open is closed as interrupted by
 // the destination's runner after cutover.
 func (mv *mover) checkpointRecovery(s *fsmpb.Session) *step {
-	digest, err := runner.Digest(mv.n.fsm, s.SessionId, s.HeadSeq)
+	digest, err := mv.n.fsm.JournalDigest(s.SessionId, s.HeadSeq)
 	if err != nil {
 		mv.n.logger.Warn("move controller: recovery digest", "session", s.SessionId, "error", err)
 		return nil
