@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -37,6 +38,12 @@ const (
 	MoveCauseDrain    = "drain"
 	MoveCauseRecovery = "recovery"
 )
+
+// DefaultSafePointTimeout is how long the source runner may take to reach
+// a safe point when the move names no timeout (a RequestMove with
+// safe_point_timeout 0): the API proposes it, the controller on the leader
+// fails the move as unsafe after it.
+const DefaultSafePointTimeout = 30 * time.Second
 
 // NextEpoch is the number the session's next execution epoch gets: above
 // every number issued before, including restores that never cut over.

@@ -49,9 +49,6 @@ const (
 	// DefaultRecoverAfter: how long a node must be dead in gossip before
 	// its sessions are recovered elsewhere.
 	DefaultRecoverAfter = 30 * time.Second
-	// DefaultSafePointTimeout bounds the wait for a source's checkpoint
-	// when the move names no timeout.
-	DefaultSafePointTimeout = 30 * time.Second
 	// RestoreTimeout bounds the wait for the destination's restore.
 	RestoreTimeout = 10 * time.Second
 
@@ -374,7 +371,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 		}
 		timeout := time.Duration(m.SafePointTimeoutNanos)
 		if timeout <= 0 {
-			timeout = DefaultSafePointTimeout
+			timeout = fsm.DefaultSafePointTimeout
 		}
 		if inState < timeout {
 			return nil
