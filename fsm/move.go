@@ -44,16 +44,6 @@ const (
 // fails the move as unsafe after it.
 const DefaultSafePointTimeout = 30 * time.Second
 
-// NextEpoch is the number the session's next execution epoch gets: above
-// every number issued before, including restores that never cut over.
-func NextEpoch(s *fsmpb.Session) uint64 { return max(s.Epoch, s.MaxEpoch) + 1 }
-
-// bumpEpoch makes the next epoch current (fresh, resume).
-func bumpEpoch(s *fsmpb.Session) {
-	s.Epoch = NextEpoch(s)
-	s.MaxEpoch = s.Epoch
-}
-
 // MoveOpen reports whether m is a move in progress.
 func MoveOpen(m *fsmpb.Move) bool {
 	if m == nil {
@@ -194,8 +184,8 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 	if err != nil {
 		return nil, err
 	}
-	if cmd.SourceEpoch != s.Epoch {
-		return nil, errorf(ReasonStaleEpoch, "checkpoint of epoch %d; the session's current epoch is %d", cmd.SourceEpoch, s.Epoch)
+	if err := checkEpoch(s, cmd.SourceEpoch, "checkpoint of"); err != nil {
+		return nil, err
 	}
 	if s.TurnInputSeq != 0 && s.Move.Cause != MoveCauseRecovery {
 		return nil, errorf(ReasonBusy, "a turn is in flight (input #%d): no safe point yet", s.TurnInputSeq)
@@ -238,8 +228,8 @@ func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if next := NextEpoch(s); cmd.NewEpoch != next {
-		return nil, errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", cmd.NewEpoch, next)
+	if err := checkNextEpoch(s, cmd.NewEpoch); err != nil {
+		return nil, err
 	}
 	if cmd.Digest != s.Move.Digest {
 		return nil, errorf(ReasonDigestMismatch, "restored journal digest %s differs from the checkpoint's %s", cmd.Digest, s.Move.Digest)
@@ -259,11 +249,11 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 		return nil, err
 	}
 	m := s.Move
-	if m.NewEpoch <= s.Epoch {
+	if err := checkAboveEpoch(s, m.NewEpoch); err != nil {
 		// An epoch change (fresh, resume) since the restore: the restored
 		// epoch is no longer above the current one. The controller fails
 		// the move; the source stays current.
-		return nil, errorf(ReasonStaleEpoch, "restored epoch %d is not above the current epoch %d", m.NewEpoch, s.Epoch)
+		return nil, err
 	}
 	from := s.Placement.GetNode()
 	a.unstrandAtCutover(c, s)
