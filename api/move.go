@@ -22,10 +22,6 @@ import (
 // FSM state, so the RPC returns as soon as the request is committed and
 // progress is read from GetMove or the session's move.* events.
 
-// DefaultSafePointTimeout is how long the source runner may take to reach
-// a safe point when the request names no timeout.
-const DefaultSafePointTimeout = 30 * time.Second
-
 // headerMoveID carries the move id the receiving node drew to the leader
 // with a forwarded MoveSession (the request has no field for it), so every
 // attempt of one request proposes the same move. Honoured only on a
@@ -63,9 +59,9 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 	timeout := time.Duration(m.SafePointTimeoutMs) * time.Millisecond
 	switch {
 	case m.SafePointTimeoutMs < 0 || timeout > time.Duration(fsm.MaxTTL):
-		return nil, invalidArgument("safe_point_timeout_ms must be between 0 (the default, %s) and %d", DefaultSafePointTimeout, fsm.MaxTTL/1e6)
+		return nil, invalidArgument("safe_point_timeout_ms must be between 0 (the default, %s) and %d", fsm.DefaultSafePointTimeout, fsm.MaxTTL/1e6)
 	case timeout == 0:
-		timeout = DefaultSafePointTimeout
+		timeout = fsm.DefaultSafePointTimeout
 	}
 	moveID := moveIDFor(req.Header())
 	target := &fsmpb.Placement{

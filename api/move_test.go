@@ -41,16 +41,16 @@ func TestSessionMoveControl(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cs := capabilities(tt.s, "", 0)
-			if cs.GetVersion() != CapabilityVersion || CapabilityVersion < 3 {
-				t.Errorf("capability set v%d (CapabilityVersion %d); session.move came with v3", cs.GetVersion(), CapabilityVersion)
+			cs := capabilitiesToAPI(fsm.Capabilities(tt.s, nil, 0))
+			if cs.GetVersion() != fsm.CapabilityVersion || fsm.CapabilityVersion < 3 {
+				t.Errorf("capability set v%d (CapabilityVersion %d); session.move came with v3", cs.GetVersion(), fsm.CapabilityVersion)
 			}
-			c := control(cs, ControlSessionMove)
+			c := control(cs, fsm.ControlSessionMove)
 			if c == nil {
-				t.Fatalf("no %s control in %v", ControlSessionMove, cs)
+				t.Fatalf("no %s control in %v", fsm.ControlSessionMove, cs)
 			}
 			if c.GetAvailable() != tt.available || c.GetReason() != tt.reason || c.GetMessage() != tt.message {
-				t.Errorf("%s: available %v reason %q message %q; want %v %q %q", ControlSessionMove,
+				t.Errorf("%s: available %v reason %q message %q; want %v %q %q", fsm.ControlSessionMove,
 					c.GetAvailable(), c.GetReason(), c.GetMessage(), tt.available, tt.reason, tt.message)
 			}
 			if tt.reason == "BUSY" && c.GetHandoff() != "fakctl session move-status s" {

@@ -12,6 +12,53 @@ const DefaultRuntimeAdapter = "echo"
 // MaxPlacementFieldBytes bounds each member of a placement tuple.
 const MaxPlacementFieldBytes = 128
 
+// The epoch rule (DESIGN.md §7, §8). An epoch is one execution of a
+// session on one placement; its number only grows (NextEpoch), even past
+// restores that never cut over. Whatever writes for an epoch (a client's
+// input, the runner's events, a move's checkpoint) names it and is
+// refused with STALE_EPOCH once the session has moved on: the fence that
+// keeps an old runner, or a client's stale view, from writing into the
+// epoch that replaced it. Every STALE_EPOCH the FSM gives comes from here.
+
+// NextEpoch is the number the session's next execution epoch gets: above
+// every number issued before, including restores that never cut over.
+func NextEpoch(s *fsmpb.Session) uint64 { return max(s.Epoch, s.MaxEpoch) + 1 }
+
+// bumpEpoch makes the next epoch current (fresh, resume).
+func bumpEpoch(s *fsmpb.Session) {
+	s.Epoch = NextEpoch(s)
+	s.MaxEpoch = s.Epoch
+}
+
+// checkEpoch is the epoch fence: a write made for epoch expected is
+// refused unless expected is the session's current epoch. what names the
+// writer: "runner of" gives "runner of epoch 3; the session's current
+// epoch is 4".
+func checkEpoch(s *fsmpb.Session, expected uint64, what string) *Error {
+	if expected != s.Epoch {
+		return errorf(ReasonStaleEpoch, "%s epoch %d; the session's current epoch is %d", what, expected, s.Epoch)
+	}
+	return nil
+}
+
+// checkNextEpoch: a move's destination restores as the session's next
+// epoch, the number no epoch has had.
+func checkNextEpoch(s *fsmpb.Session, newEpoch uint64) *Error {
+	if next := NextEpoch(s); newEpoch != next {
+		return errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", newEpoch, next)
+	}
+	return nil
+}
+
+// checkAboveEpoch: a restored epoch becomes current (cutover) only while
+// it is above the current one.
+func checkAboveEpoch(s *fsmpb.Session, restored uint64) *Error {
+	if restored <= s.Epoch {
+		return errorf(ReasonStaleEpoch, "restored epoch %d is not above the current epoch %d", restored, s.Epoch)
+	}
+	return nil
+}
+
 func validPlacement(p *fsmpb.Placement) *Error {
 	fields := [...]struct{ name, v string }{
 		{"runtime adapter", p.RuntimeAdapter}, {"provider", p.Provider}, {"account ref", p.AccountRef},

@@ -31,6 +31,11 @@ const (
 	ReasonMoveState      Reason = "MOVE_STATE" // a transition not allowed from the move's state
 	ReasonMoveUnsafe     Reason = "MOVE_UNSAFE"
 	ReasonDigestMismatch Reason = "DIGEST_MISMATCH"
+	// Reasons only the capability set gives (capabilities.go): why a
+	// control is not offered, where no command has been refused yet.
+	ReasonNotAttached    Reason = "NOT_ATTACHED"      // the caller has no attachment
+	ReasonAlreadyHeld    Reason = "ALREADY_HELD"      // the caller holds the lease it would take
+	ReasonNotHeldByOther Reason = "NOT_HELD_BY_OTHER" // there is no other holder to steal from
 )
 
 // Error is a domain error produced by Apply or a read. It travels through

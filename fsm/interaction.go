@@ -24,8 +24,8 @@ func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
 		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
 	}
-	if cmd.ExpectedEpoch != s.Epoch {
-		return nil, errorf(ReasonStaleEpoch, "input targets epoch %d; the session's current epoch is %d", cmd.ExpectedEpoch, s.Epoch)
+	if err := checkEpoch(s, cmd.ExpectedEpoch, "input targets"); err != nil {
+		return nil, err
 	}
 	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
 	if err != nil {
@@ -105,8 +105,8 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	if err != nil {
 		return nil, err
 	}
-	if cmd.Epoch != s.Epoch {
-		return nil, errorf(ReasonStaleEpoch, "runner of epoch %d; the session's current epoch is %d", cmd.Epoch, s.Epoch)
+	if err := checkEpoch(s, cmd.Epoch, "runner of"); err != nil {
+		return nil, err
 	}
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
 		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)

@@ -3,7 +3,7 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -38,15 +38,11 @@ const (
 	MoveCauseRecovery = "recovery"
 )
 
-// NextEpoch is the number the session's next execution epoch gets: above
-// every number issued before, including restores that never cut over.
-func NextEpoch(s *fsmpb.Session) uint64 { return max(s.Epoch, s.MaxEpoch) + 1 }
-
-// bumpEpoch makes the next epoch current (fresh, resume).
-func bumpEpoch(s *fsmpb.Session) {
-	s.Epoch = NextEpoch(s)
-	s.MaxEpoch = s.Epoch
-}
+// DefaultSafePointTimeout is how long the source runner may take to reach
+// a safe point when the move names no timeout (a RequestMove with
+// safe_point_timeout 0): the API proposes it, the controller on the leader
+// fails the move as unsafe after it.
+const DefaultSafePointTimeout = 30 * time.Second
 
 // MoveOpen reports whether m is a move in progress.
 func MoveOpen(m *fsmpb.Move) bool {
@@ -65,22 +61,8 @@ func MoveOpen(m *fsmpb.Move) bool {
 // from their own replicas; equal digests mean equal journals.
 func JournalDigest(events []*fsmpb.Event) string {
 	h := sha256.New()
-	var n [8]byte
-	put := func(b []byte) {
-		for i := range 8 {
-			n[i] = byte(uint64(len(b)) >> (8 * i))
-		}
-		h.Write(n[:])
-		h.Write(b)
-	}
 	for _, e := range events {
-		for i := range 8 {
-			n[i] = byte(e.Seq >> (8 * i))
-		}
-		h.Write(n[:])
-		put([]byte(e.Kind))
-		put([]byte(e.Text))
-		put(e.Data)
+		hashJournalEvent(h, e)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -184,8 +166,8 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 	if err != nil {
 		return nil, err
 	}
-	if cmd.SourceEpoch != s.Epoch {
-		return nil, errorf(ReasonStaleEpoch, "checkpoint of epoch %d; the session's current epoch is %d", cmd.SourceEpoch, s.Epoch)
+	if err := checkEpoch(s, cmd.SourceEpoch, "checkpoint of"); err != nil {
+		return nil, err
 	}
 	if s.TurnInputSeq != 0 && s.Move.Cause != MoveCauseRecovery {
 		return nil, errorf(ReasonBusy, "a turn is in flight (input #%d): no safe point yet", s.TurnInputSeq)
@@ -228,8 +210,8 @@ func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if next := NextEpoch(s); cmd.NewEpoch != next {
-		return nil, errorf(ReasonStaleEpoch, "restore as epoch %d; the next epoch is %d", cmd.NewEpoch, next)
+	if err := checkNextEpoch(s, cmd.NewEpoch); err != nil {
+		return nil, err
 	}
 	if cmd.Digest != s.Move.Digest {
 		return nil, errorf(ReasonDigestMismatch, "restored journal digest %s differs from the checkpoint's %s", cmd.Digest, s.Move.Digest)
@@ -249,11 +231,11 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 		return nil, err
 	}
 	m := s.Move
-	if m.NewEpoch <= s.Epoch {
+	if err := checkAboveEpoch(s, m.NewEpoch); err != nil {
 		// An epoch change (fresh, resume) since the restore: the restored
 		// epoch is no longer above the current one. The controller fails
 		// the move; the source stays current.
-		return nil, errorf(ReasonStaleEpoch, "restored epoch %d is not above the current epoch %d", m.NewEpoch, s.Epoch)
+		return nil, err
 	}
 	from := s.Placement.GetNode()
 	a.unstrandAtCutover(c, s)
@@ -306,72 +288,6 @@ func uitoa(v uint64) string {
 			return string(b[i:])
 		}
 	}
-}
-
-// Node records.
-
-func (a *applier) registerNode(c *fsmpb.Command, cmd *fsmpb.RegisterNode) (*fsmpb.Result, *Error) {
-	n := cmd.Node
-	if n == nil || n.Name == "" || len(n.Name) > MaxPlacementFieldBytes {
-		return nil, errorf(ReasonInvalidArgument, "a node record needs a name of 1-%d bytes", MaxPlacementFieldBytes)
-	}
-	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs} {
-		if len(list) > 256 {
-			return nil, errorf(ReasonInvalidArgument, "node capability lists are limited to 256 entries")
-		}
-	}
-	if len(n.Labels) > 64 || !slices.IsSortedFunc(n.Labels, func(x, y *fsmpb.Label) int {
-		switch {
-		case x.Key < y.Key:
-			return -1
-		case x.Key > y.Key:
-			return 1
-		}
-		return 0
-	}) {
-		return nil, errorf(ReasonInvalidArgument, "node labels: at most 64, sorted by key")
-	}
-	rec := proto.Clone(n).(*fsmpb.NodeRecord)
-	if old := a.loadNode(n.Name); old != nil {
-		rec.Draining = old.Draining
-	}
-	rec.UpdatedUnixNano = c.TimeUnixNano
-	a.putNode(rec)
-	return &fsmpb.Result{Body: &fsmpb.Result_Node{Node: rec}}, nil
-}
-
-func (a *applier) setDraining(c *fsmpb.Command, cmd *fsmpb.SetDraining) (*fsmpb.Result, *Error) {
-	rec := a.loadNode(cmd.Node)
-	if rec == nil {
-		return nil, errorf(ReasonNotFound, "node %s not found", cmd.Node)
-	}
-	if rec.Draining == cmd.Draining {
-		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Node{Node: rec}}, nil
-	}
-	rec.Draining = cmd.Draining
-	rec.UpdatedUnixNano = c.TimeUnixNano
-	a.putNode(rec)
-	return &fsmpb.Result{Body: &fsmpb.Result_Node{Node: rec}}, nil
-}
-
-func (a *applier) loadNode(name string) *fsmpb.NodeRecord {
-	raw := a.nodes.Get([]byte(name))
-	if raw == nil {
-		return nil
-	}
-	var n fsmpb.NodeRecord
-	if err := proto.Unmarshal(raw, &n); err != nil {
-		panic("fsm: corrupt node record: " + err.Error())
-	}
-	return &n
-}
-
-func (a *applier) putNode(n *fsmpb.NodeRecord) {
-	buf, err := proto.Marshal(n)
-	if err != nil {
-		panic("fsm: marshal node: " + err.Error())
-	}
-	a.must(a.nodes.Put([]byte(n.Name), buf))
 }
 
 // endOpenMove closes a move left open when its session stops (stop, clear,

@@ -59,30 +59,6 @@ func (a *applier) putSession(s *fsmpb.Session) {
 	a.must(a.sessions.Put([]byte(s.SessionId), buf))
 }
 
-// newEvent assigns the next address of s's journal to an event.
-func newEvent(s *fsmpb.Session, c *fsmpb.Command, kind, text string, data []byte) *fsmpb.Event {
-	s.HeadSeq++
-	return &fsmpb.Event{
-		SessionId:    s.SessionId,
-		Seq:          s.HeadSeq,
-		Kind:         kind,
-		TimeUnixNano: c.TimeUnixNano,
-		Text:         text,
-		Data:         data,
-		RequestId:    c.RequestId,
-	}
-}
-
-// putEvents stores events (consecutive, of one session) as one chunk keyed
-// by the first event's address.
-func (a *applier) putEvents(events ...*fsmpb.Event) {
-	buf, err := proto.Marshal(&fsmpb.EventChunk{Events: events})
-	if err != nil {
-		panic("fsm: marshal events: " + err.Error())
-	}
-	a.must(a.journal.Put(journalKey(events[0].SessionId, events[0].Seq), buf))
-}
-
 func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fsmpb.Result, *Error) {
 	if err := validSessionID(cmd.SessionId); err != nil {
 		return nil, err
@@ -130,70 +106,6 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	)
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil
-}
-
-func (a *applier) appendEvents(c *fsmpb.Command, cmd *fsmpb.AppendEvents) (*fsmpb.Result, *Error) {
-	if err := validateEventInputs(cmd.Events); err != nil {
-		return nil, err
-	}
-	s, err := a.loadSession(cmd.SessionId)
-	if err != nil {
-		return nil, err
-	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
-	}
-	if cmd.ExpectedSeq != nil && *cmd.ExpectedSeq != s.HeadSeq {
-		e := errorf(ReasonSeqMismatch, "expected head %d, journal head is %d", *cmd.ExpectedSeq, s.HeadSeq)
-		e.HeadSeq = s.HeadSeq
-		return nil, e
-	}
-	first := s.HeadSeq + 1
-	events := make([]*fsmpb.Event, len(cmd.Events))
-	for i, in := range cmd.Events {
-		events[i] = newEvent(s, c, in.Kind, in.Text, in.Data)
-	}
-	a.putEvents(events...)
-	s.UpdatedUnixNano = c.TimeUnixNano
-	a.putSession(s)
-	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
-		SessionId: s.SessionId, FirstSeq: first, LastSeq: s.HeadSeq,
-	}}}, nil
-}
-
-// validateEventInputs checks the parts of an append that do not depend on
-// state. The API calls it before proposing, so bad input never reaches the
-// log; Apply calls it again because the log is the authority.
-func validateEventInputs(events []*fsmpb.EventInput) *Error {
-	if len(events) == 0 {
-		return errorf(ReasonInvalidArgument, "at least one event is required")
-	}
-	if len(events) > MaxEventsPerAppend {
-		return errorf(ReasonInvalidArgument, "%d events in one append; the limit is %d", len(events), MaxEventsPerAppend)
-	}
-	for i, ev := range events {
-		if len(ev.Kind) > MaxKindBytes || !AppendableKind(ev.Kind) {
-			if runnerKinds[ev.Kind] {
-				return errorf(ReasonInvalidArgument, "event %d: kind %q is written by the session's runner, fenced by its epoch", i, ev.Kind)
-			}
-			if ev.Kind == KindInput {
-				return errorf(ReasonInvalidArgument, "event %d: input is submitted with Act by the input lease holder", i)
-			}
-			if KnownKind(ev.Kind) {
-				return errorf(ReasonInvalidArgument, "event %d: kind %q is written by fak itself", i, ev.Kind)
-			}
-			return errorf(ReasonInvalidArgument, "event %d: unknown kind %q", i, truncate(ev.Kind, MaxKindBytes))
-		}
-	}
-	return nil
-}
-
-// ValidateEventInputs is validateEventInputs for callers outside the FSM.
-func ValidateEventInputs(events []*fsmpb.EventInput) error {
-	if err := validateEventInputs(events); err != nil {
-		return err
-	}
-	return nil
 }
 
 func (a *applier) stopSession(c *fsmpb.Command, cmd *fsmpb.StopSession) (*fsmpb.Result, *Error) {

@@ -14,7 +14,6 @@ import (
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
-	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/placement"
 )
 
@@ -50,9 +49,6 @@ const (
 	// DefaultRecoverAfter: how long a node must be dead in gossip before
 	// its sessions are recovered elsewhere.
 	DefaultRecoverAfter = 30 * time.Second
-	// DefaultSafePointTimeout bounds the wait for a source's checkpoint
-	// when the move names no timeout.
-	DefaultSafePointTimeout = 30 * time.Second
 	// RestoreTimeout bounds the wait for the destination's restore.
 	RestoreTimeout = 10 * time.Second
 
@@ -375,7 +371,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 		}
 		timeout := time.Duration(m.SafePointTimeoutNanos)
 		if timeout <= 0 {
-			timeout = DefaultSafePointTimeout
+			timeout = fsm.DefaultSafePointTimeout
 		}
 		if inState < timeout {
 			return nil
@@ -426,7 +422,7 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 // safe point to wait for; a turn it left open is closed as interrupted by
 // the destination's runner after cutover.
 func (mv *mover) checkpointRecovery(s *fsmpb.Session) *step {
-	digest, err := runner.Digest(mv.n.fsm, s.SessionId, s.HeadSeq)
+	digest, err := mv.n.fsm.JournalDigest(s.SessionId, s.HeadSeq)
 	if err != nil {
 		mv.n.logger.Warn("move controller: recovery digest", "session", s.SessionId, "error", err)
 		return nil

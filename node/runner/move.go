@@ -41,27 +41,6 @@ func (r *Runner) restoreDue(s *fsmpb.Session) bool {
 		m.State == fsm.MoveAdmitted && m.Admitted.GetNode() == r.cfg.Node
 }
 
-// Digest is fsm.JournalDigest over events 1..seq of the session in f (a
-// local replica). It fails if the replica does not hold them all yet.
-func Digest(f *fsm.FSM, sessionID string, seq uint64) (string, error) {
-	evs := make([]*fsmpb.Event, 0, min(seq, 1<<16))
-	for from := uint64(1); from <= seq; {
-		page, _, err := f.Events(sessionID, from, int(min(seq-from+1, 1000)))
-		if err != nil {
-			return "", err
-		}
-		if len(page) == 0 {
-			break
-		}
-		evs = append(evs, page...)
-		from = page[len(page)-1].Seq + 1
-	}
-	if uint64(len(evs)) != seq || (seq > 0 && evs[len(evs)-1].Seq != seq) {
-		return "", fmt.Errorf("the replica holds %d of the %d events up to the checkpoint", len(evs), seq)
-	}
-	return fsm.JournalDigest(evs), nil
-}
-
 // checkpoint commits the source's safe point: no turn is in flight (the
 // caller checked, after a read barrier, and only this worker starts turns
 // of the epoch), so the journal up to the head is what a successor needs.
@@ -71,7 +50,7 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 			return fmt.Errorf("runtime safe point: %w", err)
 		}
 	}
-	digest, err := Digest(r.cfg.FSM, s.SessionId, s.HeadSeq)
+	digest, err := r.cfg.FSM.JournalDigest(s.SessionId, s.HeadSeq)
 	if err != nil {
 		return err
 	}
@@ -97,7 +76,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	if s.HeadSeq < m.CheckpointSeq {
 		return fmt.Errorf("replica head #%d is before the checkpoint #%d", s.HeadSeq, m.CheckpointSeq)
 	}
-	digest, err := Digest(r.cfg.FSM, s.SessionId, m.CheckpointSeq)
+	digest, err := r.cfg.FSM.JournalDigest(s.SessionId, m.CheckpointSeq)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
-	"github.com/fak-dev/fak/node/runner"
 )
 
 // The controller's steps, applied by hand: the runner under test takes
@@ -93,7 +92,7 @@ func TestRunner_DestinationRestoresAndServesAfterCutover(t *testing.T) {
 	id := l.session("s1", "n0", "echo") // n0 has no runner here
 	l.requestMove(id, "m1", "n1")
 	s, _ := l.f.Session(id)
-	digest, err := runner.Digest(l.f, id, s.HeadSeq)
+	digest, err := l.f.JournalDigest(id, s.HeadSeq)
 	if err != nil {
 		t.Fatal(err)
 	}
