@@ -13,9 +13,8 @@
 // offline (VerifySnapshotFile). Subpackages: apiclient (the client side
 // every caller shares), web (the browser page at /ui/).
 //
-// Handlers never decide a domain rule; the fsm package does. (The
-// capability set in descriptor.go is the one exception left; it moves into
-// fsm in issue 13, part 5.) Nothing here keeps domain state of its own: a
+// Handlers never decide a domain rule; the fsm package does (the capability
+// set is fsm.Capabilities; descriptor.go only converts it). Nothing here keeps domain state of its own: a
 // node can restart, or the leader change, between any two calls. The design:
 // DESIGN.md beside this file; the reference: docs/api.md.
 package api

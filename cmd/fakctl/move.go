@@ -30,7 +30,7 @@ const (
 	moveUnsafe             = "MOVE_UNSAFE"
 )
 
-// defaultSafePointTimeout is the fleet's default (api.DefaultSafePointTimeout).
+// defaultSafePointTimeout is the fleet's default (fsm.DefaultSafePointTimeout).
 const defaultSafePointTimeout = 30 * time.Second
 
 // moveWaitSlack is how long session move waits past the safe-point timeout
