@@ -141,14 +141,7 @@ func (r AddressResult) Summary() string {
 	}
 	fmt.Fprintf(&b, ": %d addresses observed by %d acknowledged appends, %d reads, %d watch deliveries and %d mismatch heads, checked against the final journals",
 		r.Addresses, r.Acks, r.Reads, r.Watches, r.Heads)
-	const most = 5
-	for k, v := range r.Violations {
-		if k == most {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-most)
-			break
-		}
-		b.WriteString("\n  " + v.String())
-	}
+	writeViolations(&b, r.Violations)
 	return b.String()
 }
 

@@ -295,16 +295,22 @@ func (r DurabilityResult) Summary() string {
 	if len(r.MissingSessions) > 0 {
 		fmt.Fprintf(&b, "; %d session(s) missing from the final read", len(r.MissingSessions))
 	}
-	const most = 5
-	for k, v := range r.Violations {
-		if k == most {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(r.Violations)-most)
-			break
-		}
-		b.WriteString("\n  " + v.String())
-	}
+	writeViolations(&b, r.Violations)
 	return b.String()
 }
 
 // String is Summary.
 func (r DurabilityResult) String() string { return r.Summary() }
+
+// writeViolations appends the first few violations to a summary, a line
+// each.
+func writeViolations(b *strings.Builder, vs []Violation) {
+	const most = 5
+	for k, v := range vs {
+		if k == most {
+			fmt.Fprintf(b, "\n  ... and %d more", len(vs)-most)
+			break
+		}
+		b.WriteString("\n  " + v.String())
+	}
+}
