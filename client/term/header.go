@@ -149,35 +149,6 @@ func budgetLine(e *fakv1.Envelope) string {
 	return strings.Join(parts, ", ")
 }
 
-// controls renders the capability set: every control, available or not,
-// with the reason and the handoff when it is not.
-func controls(cs *fakv1.CapabilitySet, as string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "controls (v%d, %s):\n", cs.GetVersion(), as)
-	width := 0
-	for _, c := range cs.GetControls() {
-		width = max(width, len(c.GetName()))
-	}
-	for _, c := range cs.GetControls() {
-		if c.GetAvailable() {
-			fmt.Fprintf(&b, "  %-*s  available\n", width, c.GetName())
-			continue
-		}
-		s := "unavailable"
-		if m := c.GetMessage(); m != "" {
-			s += ": " + singleLine(m)
-		}
-		if r := c.GetReason(); r != "" {
-			s += " (" + r + ")"
-		}
-		if h := c.GetHandoff(); h != "" {
-			s += "; instead: " + h
-		}
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.GetName(), s)
-	}
-	return b.String()
-}
-
 func formatSeqs(seqs []uint64) string {
 	parts := make([]string, len(seqs))
 	for i, s := range seqs {

@@ -53,15 +53,42 @@ func (o *opener) interactive(ctx context.Context, lines <-chan string) error {
 }
 
 // command acts on one typed line and reports whether to quit; an error
-// ends the client (following a new session failed).
+// ends the client (following a new session failed). A line that triggers a
+// control goes ahead only when the session's capability set, described
+// afresh, says the control is available; otherwise its reason and handoff
+// are printed (allowed).
 func (o *opener) command(ctx context.Context, line string) (quit bool, err error) {
 	word := strings.TrimSpace(line)
-	switch {
-	case word == "":
-	case o.tr.answerable() && (isYes(word) || isNo(word)):
-		o.answer(ctx, o.tr.approval, isYes(word), "")
-	case word == "/take" || word == "/steal":
-		resp, err := o.conn.takeLease(ctx, word == "/steal")
+	switch word {
+	case "":
+		return false, nil
+	case "/help", "/?":
+		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; /move [NODE] its execution; /stop [REASON] ends it; y or n answers a pending approval; //text sends /text; /controls lists the controls; /detach or Ctrl-D detaches")
+		return false, nil
+	case "/quit", "/exit":
+		return true, nil
+	case "/controls":
+		o.showControls(ctx)
+		return false, nil
+	}
+	control := trigger(word, o.tr.answerable())
+	switch control {
+	case "":
+		o.out.notice("unknown command %s (type /help; //text sends /text as input)", strings.Fields(word)[0])
+	case "input.text":
+		if strings.HasPrefix(word, "//") {
+			line = strings.Replace(line, "//", "/", 1)
+		}
+		o.sendInteractive(ctx, line)
+	case "approval.answer":
+		if o.allowed(ctx, control, "not answered") {
+			o.answer(ctx, o.tr.approval, isYes(word), "")
+		}
+	case "lease.take", "lease.steal":
+		if !o.allowed(ctx, control, "not done: "+word) {
+			break
+		}
+		resp, err := o.conn.takeLease(ctx, control == "lease.steal")
 		switch {
 		case reasonOf(err) == reasonLeaseHeld:
 			o.out.notice("the input lease is held by %s; type /steal to take it", o.tr.holderName())
@@ -70,7 +97,10 @@ func (o *opener) command(ctx context.Context, line string) (quit bool, err error
 		case resp.GetAlreadyHeld():
 			o.out.notice("you already hold the input lease")
 		}
-	case word == "/release":
+	case "lease.release":
+		if !o.allowed(ctx, control, "not done: "+word) {
+			break
+		}
 		resp, err := o.conn.releaseLease(ctx)
 		switch {
 		case err != nil:
@@ -78,27 +108,24 @@ func (o *opener) command(ctx context.Context, line string) (quit bool, err error
 		case resp.GetNoOp():
 			o.out.notice("you do not hold the input lease")
 		}
-	case word == "/fresh" || word == "/reset" || word == "/clear" || word == "/new" || strings.HasPrefix(word, "/fork") && (len(word) == 5 || word[5] == ' '):
+	case "session.stop":
+		o.stop(ctx, strings.TrimSpace(strings.TrimPrefix(word, "/stop")))
+	case "session.fresh", "session.reset", "session.clear", "session.new", "session.fork":
 		if err := o.ledger(ctx, strings.Fields(word)); err != nil {
 			return true, err
 		}
-	case word == "/move" || strings.HasPrefix(word, "/move "):
+	case "session.move":
 		o.move(ctx, strings.Fields(word)[1:])
-	case word == "/help" || word == "/?":
-		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; /move [NODE] its execution; y or n answers a pending approval; //text sends /text; Ctrl-D detaches")
-	case word == "/quit" || word == "/exit" || word == "/detach":
-		return true, nil
-	case strings.HasPrefix(word, "//"):
-		o.sendInteractive(ctx, strings.Replace(line, "//", "/", 1))
-	case strings.HasPrefix(word, "/"):
-		o.out.notice("unknown command %s (type /help; //text sends /text as input)", strings.Fields(word)[0])
-	default:
-		o.sendInteractive(ctx, line)
+	case "detach":
+		return o.allowed(ctx, control, "not done: "+word), nil
 	}
 	return false, nil
 }
 
 func (o *opener) sendInteractive(ctx context.Context, text string) {
+	if !o.allowed(ctx, "input.text", "not sent") {
+		return
+	}
 	_, err := o.send(ctx, text)
 	switch reasonOf(err) {
 	case "":

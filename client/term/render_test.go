@@ -235,10 +235,12 @@ func TestHeaderAndControls(t *testing.T) {
 		{Name: "lease.steal", Available: true},
 		{Name: "approval.answer", Reason: "NO_PENDING_APPROVAL", Message: "no approval is pending"},
 	}}
+	cs.Controls = append(cs.Controls, &fakv1.Control{Name: "session.teleport", Available: true})
 	wantControls := `controls (v1, as terminal me):
-  input.text       unavailable: the input lease is held by browser alice (LEASE_NOT_HELD); instead: lease.steal
-  lease.steal      available
-  approval.answer  unavailable: no approval is pending (NO_PENDING_APPROVAL)
+  input.text        text    unavailable: the input lease is held by browser alice (LEASE_NOT_HELD); instead: type /steal (lease.steal)
+  lease.steal       /steal  available
+  approval.answer   y or n  unavailable: no approval is pending (NO_PENDING_APPROVAL)
+  session.teleport  -       unavailable: not supported by fak session open (UNSUPPORTED)
 `
 	if got := controls(cs, "as terminal me"); got != wantControls {
 		t.Errorf("controls:\n%s\nwant:\n%s", got, wantControls)

@@ -28,6 +28,9 @@ func (o *opener) ledger(ctx context.Context, words []string) error {
 		}
 		at = n
 	}
+	if !o.allowed(ctx, "session."+verb, "not done: "+strings.Join(words, " ")) {
+		return nil
+	}
 	id, rid := o.conn.sessionID, newRequestID()
 	var b *fakv1.Boundary
 	err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
@@ -95,6 +98,9 @@ func (o *opener) move(ctx context.Context, args []string) {
 	if len(args) == 1 {
 		to = args[0]
 	}
+	if !o.allowed(ctx, "session.move", "not done: "+strings.Join(append([]string{"/move"}, args...), " ")) {
+		return
+	}
 	id, rid := o.conn.sessionID, newRequestID()
 	var mv *fakv1.Move
 	err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
@@ -112,6 +118,25 @@ func (o *opener) move(ctx context.Context, args []string) {
 		to = "the least loaded node the fleet admits"
 	}
 	o.out.notice("moving to %s (move %s); keep typing: input waits in the journal for whichever epoch is current", to, mv.GetMoveId())
+}
+
+// stop stops the session (/stop [REASON]); the session.stopped event that
+// follows ends the client, as a stop by any other client does.
+func (o *opener) stop(ctx context.Context, reason string) {
+	if !o.allowed(ctx, "session.stop", "not done: /stop") {
+		return
+	}
+	if reason == "" {
+		reason = "stopped from the terminal by " + o.cfg.Name
+	}
+	id, rid := o.conn.sessionID, newRequestID()
+	err := o.conn.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
+		_, err := cl.StopSession(ctx, connect.NewRequest(&fakv1.StopSessionRequest{SessionId: id, Reason: reason, RequestId: rid}))
+		return err
+	})
+	if err != nil {
+		o.out.notice("not done: /stop: %s", ErrorLine(err))
+	}
 }
 
 // follow moves the client to another session (the child of a clear, new

@@ -4,13 +4,18 @@
 // with the words client/journal gives every client), attaches, takes the
 // input lease and sends each line typed as input, following the session
 // across nodes, moves and the child sessions of a clear, new or fork.
+// It presents every control of the session's capability set (Controls)
+// and checks a control is available before triggering it, printing the
+// fleet's reason and handoff when it is not; client/conformance checks
+// both against the same corpus as the browser page.
 //
 // The files: term.go (a run: join, leave), session.go (the ledger commands,
 // /move, following a child, replay), input.go (the interactive and the
 // scripted loop), tracker.go (the session's interaction state from the
 // journal), conn.go (endpoints, calls, the attachment), lease.go (the input
 // lease and the keep-alive), watch.go (the event stream), render.go and
-// header.go (what is printed).
+// header.go (what is printed), controls.go (the controls it presents and
+// the commands that trigger them).
 package term
 
 import (
@@ -40,10 +45,6 @@ const (
 	// replayPage is the largest page ReadEvents allows.
 	replayPage = 1000
 )
-
-// Capabilities are the controls this client can render and use.
-var Capabilities = []string{"input.text", "lease.take", "lease.release", "lease.steal", "approval.answer", "detach",
-	"session.fresh", "session.reset", "session.clear", "session.new", "session.fork", "session.move"}
 
 // ErrInterrupted ends a scripted run cut short (its context ended).
 var ErrInterrupted = errors.New("interrupted")

@@ -92,11 +92,12 @@ CONTROLS
 		got := regexp.MustCompile(`joined via n\d`).ReplaceAllString(r.stdout.String(), "joined via n1")
 		got, block := cutControls(t, got)
 		checkControls(t, c, n1, id, block, "as terminal t1",
-			`input\.text +available`,
-			`lease\.take +unavailable: this attachment holds the lease \(ALREADY_HELD\); instead: lease\.release`,
-			`lease\.steal +unavailable: no other attachment holds the lease \(NOT_HELD_BY_OTHER\); instead: lease\.take`,
-			`approval\.answer +unavailable: no approval is pending \(NO_PENDING_APPROVAL\)`,
-			`detach +available`)
+			`input\.text +text +available`,
+			`lease\.take +/take +unavailable: this attachment holds the lease \(ALREADY_HELD\); instead: type /release \(lease\.release\)`,
+			`lease\.steal +/steal +unavailable: no other attachment holds the lease \(NOT_HELD_BY_OTHER\); instead: type /take \(lease\.take\)`,
+			`approval\.answer +y or n +unavailable: no approval is pending \(NO_PENDING_APPROVAL\)`,
+			`session\.stop +/stop \[REASON\] +available`,
+			`detach +/detach +available`)
 		if got != want {
 			t.Fatalf("transcript:\n%s\nwant:\n%s", got, want)
 		}
@@ -149,7 +150,7 @@ CONTROLS
 		lineWith(t, out, `#2 epoch 1: echo on script`)
 		_, block := cutControls(t, out)
 		checkControls(t, c, n1, id, block, "not attached: stdin had no input",
-			`input\.text +unavailable: attach to the session first \(NOT_ATTACHED\); instead: attach`)
+			`input\.text +text +unavailable: attach to the session first \(NOT_ATTACHED\); instead: attach`)
 		if j := readJournal(t, c, n1, id); len(j) != 2 {
 			t.Fatalf("observing wrote to the journal: %d events", len(j))
 		}
@@ -198,7 +199,7 @@ CONTROLS
 		defer func() { typing.Close(); r.wait(t) }()
 		r.waitOutput(t, "the read-only notice", regexp.MustCompile(`(?m)^-- the input lease is held by browser bob; watching read-only \(type /steal to take it, or rerun with --steal\)$`))
 		fmt.Fprintln(typing, "hello")
-		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: the input lease is held by browser bob; type /steal to take it \(or rerun with --steal\)$`))
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: the input lease is held by browser bob \(LEASE_NOT_HELD\); instead: type /steal \(lease\.steal\)$`))
 		fmt.Fprintln(typing, "/steal")
 		r.waitOutput(t, "the steal", regexp.MustCompile(`(?m)^#\d+ lease taken by you \(stolen from browser bob\)$`))
 		fmt.Fprintln(typing, "hello")
@@ -210,7 +211,7 @@ CONTROLS
 		fmt.Fprintln(typing, "/release")
 		r.waitOutput(t, "the release", regexp.MustCompile(`(?m)^#\d+ lease released by you \(released\)$`))
 		fmt.Fprintln(typing, "again")
-		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: you do not hold the input lease; type /take to take it$`))
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not sent: take the input lease first \(LEASE_NOT_HELD\); instead: type /take \(lease\.take\)$`))
 		// Bob takes it back and talks; the terminal sees it.
 		cl := c.Sessions(n3)
 		if _, err := cl.TakeLease(c.Context(10*time.Second), connect.NewRequest(&fakv1.TakeLeaseRequest{SessionId: id, AttachmentId: bob})); err != nil {
@@ -222,7 +223,7 @@ CONTROLS
 		}
 		r.waitOutput(t, "bob's input", regexp.MustCompile(`(?m)^#\d+ browser bob> hi from bob\n#\d+ turn started for input #\d+ \(script\)\n#\d+ agent> echo: hi from bob$`))
 		fmt.Fprintln(typing, "/take")
-		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- the input lease is held by browser bob; type /steal to take it$`))
+		r.waitOutput(t, "the refusal", regexp.MustCompile(`(?m)^-- not done: /take: the input lease is held by browser bob \(LEASE_HELD\); instead: type /steal \(lease\.steal\)$`))
 		typing.Close() // Ctrl-D
 		if code := r.wait(t); code != 0 {
 			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, r.stdout.String(), r.stderr.String())
@@ -234,9 +235,10 @@ CONTROLS
 		checkAddresses(t, out, readJournal(t, c, n1, id), 1, addresses(out)[len(addresses(out))-1])
 	})
 
-	// The ledger from the terminal: /reset refused while a turn runs, then
-	// done; /fresh; /clear, /fork and /new each move the client to the new
-	// session, and so does a clear by another client.
+	// The ledger from the terminal: /reset refused while a turn runs (the
+	// capability set says why), then done; /fresh; /clear, /fork and /new
+	// each move the client to the new session, and so does a clear by
+	// another client; /stop ends the last one and the client with it.
 	t.Run("ledger commands", func(t *testing.T) {
 		id := createSessionOn(t, c, n1, "ledger", scriptNode)
 		scriptRunner(t, c, n1, id)
@@ -254,7 +256,7 @@ CONTROLS
 		fmt.Fprintln(typing, "!tool ls")
 		wait("the approval", `(?m)^#\d+ approval requested: run ls\? \[y/n\]$`)
 		fmt.Fprintln(typing, "/reset")
-		wait("the refused reset", `(?m)^-- not done: /reset: BUSY: a turn is in flight \(input #\d+\); reset when it completes$`)
+		wait("the refused reset", `(?m)^-- not done: /reset: a turn is in flight; reset when it completes \(BUSY\)$`)
 		fmt.Fprintln(typing, "y")
 		wait("the tool result", `(?m)^#\d+ tool result: ran ls\n#\d+ turn completed$`)
 		fmt.Fprintln(typing, "/reset")
@@ -302,6 +304,11 @@ CONTROLS
 		wait("attached to the cleared session's child", `(?s)-- now in `+cleared+`.*\n#5 lease taken by you\n`)
 		fmt.Fprintln(typing, "/help")
 		wait("the help", `(?m)^-- .*/fresh, /reset, /clear, /new, /fork \[SEQ\] the session; `)
+		fmt.Fprintln(typing, "/controls")
+		wait("the controls", `(?m)^  session\.stop +/stop \[REASON\] +available$`)
+		// The terminal stops the session; it detaches by itself.
+		fmt.Fprintln(typing, "/stop done here")
+		wait("the stop", `(?m)^#\d+ session stopped: done here\n(?:#\d+ .*\n)*-- the session is stopped; detaching$`)
 
 		typing.Close()
 		if code := r.wait(t); code != 0 {

@@ -42,7 +42,7 @@ func TestOpenE2E_Move(t *testing.T) {
 	stdin, typing := io.Pipe()
 	r := startOpen(ctx, c, n3, stdin, true, id, "--name", "t1")
 	defer func() { typing.Close(); r.wait(t) }()
-	r.waitOutput(t, "the controls", regexp.MustCompile(`(?m)^  session\.move +available$`))
+	r.waitOutput(t, "the controls", regexp.MustCompile(`(?m)^  session\.move +/move \[NODE\] +available$`))
 	fmt.Fprintln(typing, "hello")
 	r.waitOutput(t, "the reply on n1", regexp.MustCompile(`(?m)^#\d+ turn started for input #\d+ \(echo on n1\)\n#\d+ agent> echo: hello`))
 	r.waitOutput(t, "the turn's end", regexp.MustCompile(`(?m)^#\d+ turn completed`))

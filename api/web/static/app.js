@@ -201,6 +201,33 @@ function renderSessions(sessions) {
   });
 }
 
+// --- the conformance hook ----------------------------------------------------
+
+// window.fakConformance is the page's side of the client conformance
+// fixture (client/conformance; e2e/witness's TestConformPage).
+// render(descriptor, attachmentId) shows a DescribeSessionResponse (its
+// proto JSON) in the session view exactly as a describe answer would be
+// shown, as attachmentId sees it, and returns presentedControls(). It
+// holds no fleet: every call the view would make fails at once, so
+// nothing leaves the page. controls() reads the controls again.
+window.fakConformance = {
+  render(d, attachmentId) {
+    closeSession();
+    stopFleet();
+    show("session-view");
+    const offline = () => Promise.reject(new Connect.RpcError("unavailable", "conformance preview: no fleet"));
+    const id = (d && d.session && d.session.sessionId) || "preview";
+    const v = new SessionView(id, { rpc: offline, stream: offline, clientName, onUnauthenticated: () => {} });
+    v.attachmentId = attachmentId || "";
+    v.view.dataset.attachmentId = v.attachmentId;
+    $("#attachment-id").textContent = v.attachmentId || "(none)";
+    app.session = v;
+    v.applyDescriptor(d);
+    return presentedControls();
+  },
+  controls: presentedControls,
+};
+
 // --- wiring ----------------------------------------------------------------
 
 function init() {

@@ -37,6 +37,35 @@ const CONTROLS = {
   "detach": { label: "Detach", id: "detach", run: (v) => v.leave() },
 };
 
+// drives reports whether this page can trigger a control: a button that
+// calls the fleet, or (input.text, approval.answer) the input box and the
+// approval's own buttons.
+function drives(name) {
+  const known = CONTROLS[name];
+  return !!known && (!!known.run || name === "input.text" || name === "approval.answer");
+}
+
+// presentedControls reads back from the DOM the controls the page
+// presents, one per row of #controls: its availability, reason, message
+// and handoff, the text shown, and its button (trigger, enabled). The
+// client conformance fixture (client/conformance, run by e2e/witness)
+// compares them with its corpus.
+function presentedControls() {
+  return [...document.querySelectorAll("#controls [data-control]")].map((e) => {
+    const b = e.querySelector("[data-control-button]");
+    return {
+      control: e.dataset.control,
+      available: e.dataset.available === "true",
+      reason: e.dataset.reason || "",
+      message: e.dataset.message || "",
+      handoff: e.dataset.handoff || "",
+      text: e.querySelector(".why").textContent,
+      trigger: b ? (b.id ? "#" + b.id : '[data-control-button="' + e.dataset.control + '"]') : "",
+      enabled: !!b && !b.disabled,
+    };
+  });
+}
+
 class SessionView {
   constructor(id, { rpc, stream, clientName, onUnauthenticated }) {
     this.id = id;
@@ -399,8 +428,11 @@ class SessionView {
 
   // renderControls shows every control of the capability set: a working
   // button when available, a disabled one with the reason and the handoff
-  // when not. Rows are updated in place so a click is never lost to a
-  // re-render.
+  // when not; a control this page cannot drive (one a newer fleet added)
+  // is shown too, unavailable, UNSUPPORTED. Each row carries what it
+  // presents as data-available, data-reason, data-message and
+  // data-handoff (presentedControls reads them back). Rows are updated in
+  // place so a click is never lost to a re-render.
   renderControls(controls, version) {
     const root = $("#controls");
     root.dataset.version = str(version || "");
@@ -413,16 +445,15 @@ class SessionView {
         this.controlRows.set(c.name, row);
         root.append(row.e);
       }
-      const known = CONTROLS[c.name];
-      const available = !!c.available;
-      row.e.dataset.available = String(available);
-      row.button.disabled = !available || this.busy.has(c.name) || !known || (!known.run && c.name !== "approval.answer" && c.name !== "input.text");
+      const p = drives(c.name)
+        ? { available: !!c.available, reason: str(c.reason), message: str(c.message), handoff: str(c.handoff) }
+        : { available: false, reason: "UNSUPPORTED", message: "not supported by this page", handoff: "" };
+      Object.assign(row.e.dataset, { available: String(p.available), reason: p.reason, message: p.message, handoff: p.handoff });
+      row.button.disabled = !p.available || this.busy.has(c.name);
       let why = "";
-      if (!available) {
-        why = [c.reason, c.message].filter(Boolean).join(": ");
-        if (c.handoff) why += " → " + c.handoff;
-      } else if (!known) {
-        why = "not supported by this page";
+      if (!p.available) {
+        why = [p.reason, p.message].filter(Boolean).join(": ");
+        if (p.handoff) why += " → " + p.handoff;
       }
       row.why.textContent = why;
     }
