@@ -51,12 +51,20 @@ func newMemNode(t *testing.T, id string, fsm raft.FSM, tune func(*raft.Config), 
 		t.Fatal(err)
 	}
 	addr, trans := raft.NewInmemTransport("")
-	r, err := raft.NewRaft(conf, fsm, store, store, raft.NewInmemSnapshotStore(), trans)
+	r, err := raft.NewRaft(conf, fsm, store, store, raft.NewInmemSnapshotStore(), noPipeline{trans})
 	if err != nil {
 		t.Fatalf("NewRaft %s: %v", id, err)
 	}
 	t.Cleanup(func() { r.Shutdown().Error() })
 	return &memNode{id: id, addr: addr, raft: r, trans: trans, store: store}
+}
+
+// noPipeline is the in-memory transport without pipelined replication, as
+// the fleet runs Raft (setupRaft: MaxRPCsInFlight 1).
+type noPipeline struct{ *raft.InmemTransport }
+
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // server is n as a voter of a configuration.
