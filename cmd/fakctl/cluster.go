@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -99,9 +100,15 @@ func statusTable(nodes []*fakv1.NodeStatus) (header []string, rows [][]string) {
 	return header, rows
 }
 
+// leaveWait bounds cluster leave: the node bounds its own leave to 10 s
+// (waiting for the leader to take it out of the Raft configuration), so the
+// call must wait past that, not give up at the same moment (a loaded fleet
+// saw the client's 10 s deadline expire while the leave went through).
+const leaveWait = 30 * time.Second
+
 func clusterLeaveCommand(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, c *cli, _ []string) error {
-		ctx, cancel := unaryContext(ctx)
+		ctx, cancel := context.WithTimeout(ctx, leaveWait)
 		defer cancel()
 		resp, err := c.clusterClient().Leave(ctx, connect.NewRequest(&fakv1.LeaveRequest{}))
 		if err != nil {
