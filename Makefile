@@ -59,8 +59,8 @@ test: vet fmt-check check-generate
 	$(MAKE) --no-print-directory test-chaos-short
 	$(MAKE) --no-print-directory test-compose
 
-# About four minutes of faults: a fixed seed, a random (printed) seed in
-# process mode and one in docker mode, the recovery-move regression run, and
+# About three minutes of faults: a fixed seed (issue 12's regression run) and
+# a random (printed) seed in process mode, a random seed in docker mode, and
 # a deliberately broken build the harness must reject.
 test-chaos-short:
 	$(GO) test -race -count=1 -timeout 15m -v ./chaos

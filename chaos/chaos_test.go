@@ -89,11 +89,22 @@ func runChaos(t *testing.T, cfg Config) *Report {
 	return rep
 }
 
+// TestChaosFixedSeed runs the same fault plan every time: seed 1231730015,
+// the seed of issue 12's docker-mode report. It is that issue's regression
+// test, in process mode: nodes killed or cut off for longer than
+// recover-after have their sessions recovered, so recovery moves write
+// their six events into workload sessions between acknowledged appends.
+// Before the checkers placed values by address, this run reported "moved"
+// writes and non-linearizable sessions (720 and 18) though nothing was
+// lost; now it must pass, and must really have recovered sessions.
 func TestChaosFixedSeed(t *testing.T) {
-	const seed = 20261130
+	const seed = 1231730015
 	rep := runChaos(t, Config{Seed: seed, Duration: chaosDuration(t), FakBin: fakBinary(t), OutDir: outDir(t, "fixed", seed)})
 	if !rep.Ok() {
 		t.Fatalf("seed %d: the fleet violated its guarantees; replay with: go run ./cmd/fakchaos -seed %d -duration %s", seed, seed, rep.Duration)
+	}
+	if rep.FleetEventSessions == 0 {
+		t.Fatal("no workload session was recovered: the run did not exercise fleet events between acknowledged appends")
 	}
 }
 
@@ -136,25 +147,6 @@ func TestChaosDockerRandomSeed(t *testing.T) {
 	rep := runChaos(t, Config{Seed: seed, Mode: "docker", Duration: chaosDuration(t), FakBin: fakBinary(t), OutDir: outDir(t, "docker", seed)})
 	if !rep.Ok() {
 		t.Fatalf("docker mode, seed %d: the fleet violated its guarantees", seed)
-	}
-}
-
-// TestChaosRecoveryMovesKeepAddresses is the regression test of issue 12,
-// in process mode with a fixed plan: nodes are killed or cut off for longer
-// than recover-after, so recovery moves write their six events into
-// workload sessions between acknowledged appends. Before the checkers placed values
-// by address, such a run reported "moved" writes and non-linearizable
-// sessions (the docker-mode report of seed 1231730015) though nothing was
-// lost; now it must pass, and must really have recovered sessions.
-func TestChaosRecoveryMovesKeepAddresses(t *testing.T) {
-	const seed = 1231730015
-	rep := runChaos(t, Config{Seed: seed, Duration: 40 * time.Second, FakBin: fakBinary(t),
-		RecoverAfter: 3 * time.Second, OutDir: outDir(t, "recovery", seed)})
-	if !rep.Ok() {
-		t.Fatalf("seed %d: the fleet violated its guarantees", seed)
-	}
-	if rep.FleetEventSessions == 0 {
-		t.Fatal("no workload session was recovered: the run did not exercise fleet events between acknowledged appends")
 	}
 }
 
