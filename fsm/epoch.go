@@ -9,6 +9,11 @@ import (
 // DefaultRuntimeAdapter runs a session when its placement names none.
 const DefaultRuntimeAdapter = "echo"
 
+// ExternalRuntime is the runtime of a session served outside the fleet: a
+// provider process `fak guard` launched on a user's machine. No runner
+// answers it.
+const ExternalRuntime = "external"
+
 // MaxPlacementFieldBytes bounds each member of a placement tuple.
 const MaxPlacementFieldBytes = 128
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
@@ -24,6 +25,13 @@ type Epoch struct {
 	// ResetSeq is the seq of the session's last reset_boundary (0: none).
 	// The model context is the events after it.
 	ResetSeq uint64
+	// Workspace is the session's working directory on this node
+	// (<data-dir>/workspaces/<session-id>, absolute), created before Start
+	// and kept across turns and epochs.
+	Workspace string
+	// Addr is this node's API address, handed to agent processes as
+	// FAK_ADDR (with no token: a runtime gets none).
+	Addr string
 }
 
 // Journal reads the session's model context from the node's local replica:
@@ -89,4 +97,31 @@ type Turn interface {
 	// AwaitApproval blocks until the approval.requested event at seq is
 	// answered and returns the answer.
 	AwaitApproval(ctx context.Context, seq uint64) (approved bool, err error)
+	// Charge charges usage the runtime measured (model tokens, spend,
+	// tool calls) to the session's budget envelope. A charge past a hard
+	// limit is refused with an *fsm.Error of reason BUDGET_EXHAUSTED (the
+	// refusal is journaled); the runtime then ends the turn, returning that
+	// error. Once a runtime has charged output tokens, the runner does not
+	// charge the turn's output words as well.
+	Charge(ctx context.Context, usage *fsmpb.Budget) error
+	// InputSeq is the seq of the input event the turn serves.
+	InputSeq() uint64
+}
+
+// TurnError is a runtime's failure with a machine-readable reason
+// (RUNTIME_PROTOCOL, UPSTREAM_ERROR, TURN_TIMEOUT, ...): turn.completed's
+// data carries it as "reason" next to the message. A Turn error that is
+// not one is reported with no reason, or with the fsm.Error reason it
+// wraps (BUDGET_EXHAUSTED).
+type TurnError struct {
+	Reason string
+	Err    error
+}
+
+func (e *TurnError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *TurnError) Unwrap() error { return e.Err }
+
+// Failf returns a TurnError with a formatted message.
+func Failf(reason, format string, args ...any) error {
+	return &TurnError{Reason: reason, Err: fmt.Errorf(format, args...)}
 }

@@ -36,8 +36,15 @@ type Config struct {
 	// FSM is the node's local replica, watched and read.
 	FSM    *fsm.FSM
 	Writer Writer
-	// Adapters available on this node, by Name.
-	Adapters     []Adapter
+	// Adapters available on this node, by Name (the runtime's name in a
+	// placement).
+	Adapters []Adapter
+	// WorkspaceRoot holds one working directory per session hosted here
+	// (<data-dir>/workspaces); empty: none (adapters that need no
+	// workspace only).
+	WorkspaceRoot string
+	// Addr is this node's API address, handed to runtimes.
+	Addr         string
 	ScanInterval time.Duration
 	Logger       hclog.Logger
 }
@@ -307,6 +314,9 @@ func (r *Runner) adapterLocked(s *fsmpb.Session) Adapter {
 	name := s.GetPlacement().GetRuntimeAdapter()
 	if name == "" {
 		name = fsm.DefaultRuntimeAdapter
+	}
+	if name == fsm.ExternalRuntime {
+		return nil // served by the provider process where it was launched
 	}
 	if a := r.adapters[name]; a != nil {
 		return a

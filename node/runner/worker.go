@@ -147,7 +147,14 @@ func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter,
 		r.retire(ctx, s.SessionId, h, h.epoch == s.Epoch)
 	}
 	restores := r.cfg.FSM.Restores()
-	ep := Epoch{SessionID: s.SessionId, Epoch: s.Epoch, Placement: s.Placement, ResetSeq: s.ResetSeq}
+	ep := Epoch{SessionID: s.SessionId, Epoch: s.Epoch, Placement: s.Placement, ResetSeq: s.ResetSeq, Addr: r.cfg.Addr}
+	if r.cfg.WorkspaceRoot != "" {
+		dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
+		if err != nil {
+			return err
+		}
+		ep.Workspace = dir
+	}
 	rt, err := a.Start(ctx, ep, journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq})
 	if err != nil {
 		return fmt.Errorf("start %s runtime: %w", a.Name(), err)
@@ -282,9 +289,25 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 			return r.completeFailed(ctx, t, s.SessionId, a.Name(), inputSeq, err)
 		}
 	}
-	res, terr := h.runtime.Turn(ctx, in, t)
+	t.inputSeq = inputSeq
+	tctx, cancel := context.WithCancelCause(ctx)
+	stopWatch := r.watchTurn(tctx, cancel, id, s.Epoch, inputSeq, started)
+	res, terr := h.runtime.Turn(tctx, in, t)
+	stopWatch()
+	cause := context.Cause(tctx)
+	cancel(nil)
 	var we writeError
+	var closed turnClosedError
 	switch {
+	case errors.As(cause, &closed):
+		// Someone else closed the turn (an interrupt, a move that
+		// induced its safe point) or retired the epoch: the runtime was
+		// cancelled and its remaining writes would be refused.
+		r.logger.Info("turn ended by the cluster", "session", id, "input", inputSeq, "why", closed.why)
+		if !t.outputCharged() && closed.interrupted {
+			r.chargeOutput(ctx, id, inputSeq, t.outputWords())
+		}
+		return nil
 	case terr == nil:
 		if res.Summary == "" {
 			res.Summary = "completed"
@@ -296,19 +319,77 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	default:
 		err = r.completeFailed(ctx, t, id, a.Name(), inputSeq, terr)
 	}
-	if err == nil {
+	if err == nil && !t.outputCharged() {
 		// After turn.completed, so a turn's events stay together.
 		r.chargeOutput(ctx, id, inputSeq, t.outputWords())
 	}
 	return err
 }
 
+// turnClosedError is the cause a turn's context is cancelled with when the
+// cluster ended the turn: the FSM closed it (interrupted), or the epoch
+// was retired (a move, a stop).
+type turnClosedError struct {
+	why         string
+	interrupted bool
+}
+
+func (e turnClosedError) Error() string { return "turn ended by the cluster: " + e.why }
+
+// watchTurn cancels a running turn once the local replica shows that it is
+// no longer running: interrupted (the session's turn input changed after
+// turn.started, at seq started, was applied here), its epoch retired or
+// the session stopped. The runtime's context ends, which kills an agent's
+// process group or cancels a model stream. The returned func stops the
+// watch.
+func (r *Runner) watchTurn(ctx context.Context, cancel context.CancelCauseFunc, id string, epoch, inputSeq, started uint64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f := r.cfg.FSM
+		for {
+			changed := f.Changed()
+			s, err := f.Session(id)
+			switch {
+			case err != nil && fsm.ReasonOf(err) == fsm.ReasonNotFound:
+				cancel(turnClosedError{why: "the session no longer exists"})
+				return
+			case err != nil:
+			case s.Epoch != epoch:
+				cancel(turnClosedError{why: fmt.Sprintf("epoch %d retired (now %d)", epoch, s.Epoch)})
+				return
+			case s.State == fsmpb.SessionState_SESSION_STATE_STOPPED:
+				cancel(turnClosedError{why: "the session stopped"})
+				return
+			case s.HeadSeq >= started && s.TurnInputSeq != inputSeq:
+				cancel(turnClosedError{why: "the turn was interrupted", interrupted: true})
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // completeFailed closes a turn the agent failed (or whose runtime could
 // not start).
 func (r *Runner) completeFailed(ctx context.Context, t *turn, id, adapter string, inputSeq uint64, terr error) error {
 	r.logger.Warn("turn failed", "session", id, "adapter", adapter, "input", inputSeq, "error", terr)
+	reason := string(fsm.ReasonOf(terr))
+	var te *TurnError
+	if errors.As(terr, &te) {
+		reason = te.Reason
+	}
 	_, err := t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "failed: " + terr.Error(),
-		Data: turnData(turnFact{Status: "failed", InputSeq: inputSeq, Error: terr.Error()}, nil)})
+		Data: turnData(turnFact{Status: "failed", Reason: reason, InputSeq: inputSeq, Error: terr.Error()}, nil)})
 	return err
 }
 
@@ -399,9 +480,40 @@ type turn struct {
 	sessionID string
 	epoch     uint64
 
-	mu      sync.Mutex
-	words   uint64 // words of the output emitted so far
-	midWord bool   // the last output ended inside a word
+	inputSeq  uint64
+	mu        sync.Mutex
+	words     uint64 // words of the output emitted so far
+	midWord   bool   // the last output ended inside a word
+	chargedOT bool   // the runtime charged output tokens itself
+}
+
+func (t *turn) InputSeq() uint64 { return t.inputSeq }
+
+func (t *turn) outputCharged() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.chargedOT
+}
+
+// Charge records usage under a request id fixed before the first attempt,
+// so a retried charge counts once.
+func (t *turn) Charge(ctx context.Context, usage *fsmpb.Budget) error {
+	id := newRequestID()
+	err := retry(ctx, func(ctx context.Context) error {
+		return t.r.cfg.Writer.RecordUsage(ctx, t.sessionID, usage, id)
+	})
+	switch {
+	case err == nil:
+		if usage.GetOutputTokens() > 0 {
+			t.mu.Lock()
+			t.chargedOT = true
+			t.mu.Unlock()
+		}
+		return nil
+	case IsTransient(err):
+		return writeError{err}
+	}
+	return err
 }
 
 // countOutput counts the words of an output event; a word split across
