@@ -64,6 +64,8 @@ func (t *fakeTurn) Emit(_ context.Context, evs ...runner.Event) (uint64, error) 
 }
 
 func (t *fakeTurn) AwaitApproval(context.Context, uint64) (bool, error) { return true, nil }
+func (t *fakeTurn) Charge(context.Context, *fsmpb.Budget) error         { return nil }
+func (t *fakeTurn) InputSeq() uint64                                    { return 0 }
 
 // The context counts the inputs the journal view holds up to the turn's
 // own input (a later queued input is not in it yet) and the turns
