@@ -40,7 +40,16 @@ type Config struct {
 	// empty disables auth (tests only). With auth on, one must be an
 	// operator token: the node's own runner writes with it.
 	Tokens        []api.Token
+	// TokenFile is where Tokens were read from: a sandboxed runtime must
+	// not see it.
+	TokenFile     string
 	MaxEventBytes int
+
+	// Runtimes are the runtime blocks of the agent's config (besides the
+	// built-in echo), Accounts the account blocks that resolve their
+	// credentials on this node.
+	Runtimes []RuntimeConfig
+	Accounts []AccountConfig
 
 	// EchoTurn is the length of a turn of the built-in echo adapter: 0 is
 	// the default (1s), a negative value runs turns without pauses.
@@ -104,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RecoverAfter < 0 {
 		return errors.New("--recover-after must be >= 0")
+	}
+	if err := c.checkRuntimes(); err != nil {
+		return err
 	}
 	if err := c.checkCapabilities(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -95,7 +96,13 @@ func Start(cfg Config) (*Node, error) {
 		f.Close()
 		return nil, err
 	}
-	adapters := []runner.Adapter{echo.New(echo.Options{TurnDuration: echoTurn(cfg.EchoTurn)})}
+	adapters, err := cfg.adapters()
+	if err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
 	var adapterNames []string
 	for _, a := range adapters {
 		adapterNames = append(adapterNames, a.Name())
@@ -121,8 +128,10 @@ func Start(cfg Config) (*Node, error) {
 	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.runnerTokens(), sec.peerClientTLS())
 	n.runner = runner.New(runner.Config{
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
-		Adapters: adapters,
-		Logger:   logger,
+		Adapters:      adapters,
+		WorkspaceRoot: filepath.Join(cfg.DataDir, "workspaces"),
+		Addr:          apiAddr,
+		Logger:        logger,
 	})
 	n.runner.Start()
 	var bgCtx context.Context

@@ -13,7 +13,6 @@ import (
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
-	"github.com/fak-dev/fak/node/runner/echo"
 )
 
 // Node records (DESIGN.md §8). Each node advertises what it offers to host
@@ -50,14 +49,25 @@ func (c *Config) checkCapabilities() error {
 			}
 		}
 	}
-	return cluster.CheckCapabilities(c.capabilities([]string{echo.Name}))
+	return cluster.CheckCapabilities(c.capabilities(c.runtimeNames()))
 }
 
 // capabilities is the node's gossip offer; adapters are the runner's.
 func (c *Config) capabilities(adapters []string) cluster.Capabilities {
+	// The runtime blocks add what they run: a model runtime's model, and
+	// the accounts this node resolves.
+	models, accounts := slices.Clone(c.Models), slices.Clone(c.AccountRefs)
+	for _, r := range c.Runtimes {
+		if r.Model != "" {
+			models = append(models, r.Model)
+		}
+	}
+	for _, a := range c.Accounts {
+		accounts = append(accounts, a.Name)
+	}
 	caps := cluster.Capabilities{
-		Adapters: sortedSet(adapters), Providers: sortedSet(c.Providers), Models: sortedSet(c.Models),
-		AccountRefs: sortedSet(c.AccountRefs), Capacity: c.Capacity,
+		Adapters: sortedSet(adapters), Providers: sortedSet(c.Providers), Models: sortedSet(models),
+		AccountRefs: sortedSet(accounts), Capacity: c.Capacity,
 	}
 	if len(c.Labels) > 0 {
 		caps.Labels = maps.Clone(c.Labels)

@@ -118,7 +118,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines")
-	if err := parseAgentFlags(fs, args); err != nil { // the command line, then --config
+	blocks, err := parseAgentConfig(fs, args) // the command line, then --config
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -131,6 +132,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	cfg.Join = join
 	cfg.GossipKeys = gossipKeys
 	cfg.Labels, cfg.AccountRefs, cfg.Providers, cfg.Models = labels.m, accountRefs, providers, models
+	cfg.Runtimes, cfg.Accounts, cfg.TokenFile = blocks.Runtimes, blocks.Accounts, tokenFile
 	logger, err := newLogger("fak", logLevel, logJSON, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "fak agent:", err)

@@ -77,31 +77,40 @@ func (c *configFlag) Set(v string) error {
 // printed to fs.Output() one per line, like flag errors, so callers treat
 // any error as a usage error.
 func parseAgentFlags(fs *flag.FlagSet, args []string) error {
+	_, err := parseAgentConfig(fs, args)
+	return err
+}
+
+// parseAgentConfig is parseAgentFlags that also returns the file's runtime
+// and account blocks (none without --config).
+func parseAgentConfig(fs *flag.FlagSet, args []string) (*configBlocks, error) {
 	var cf configFlag
-	fs.Var(&cf, "config", "read agent flags from `FILE`: HCL, or JSON when named *.json; keys are flag names with '_' for '-' (data_dir = \"/var/lib/fak\"), and command-line flags win")
+	fs.Var(&cf, "config", "read agent flags, runtime and account blocks from `FILE`: HCL, or JSON when named *.json; keys are flag names with '_' for '-' (data_dir = \"/var/lib/fak\"), and command-line flags win")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if cf.path == "" {
-		return nil
+		return &configBlocks{}, nil
 	}
-	if err := applyConfigFile(fs, cf.path); err != nil {
+	blocks, err := applyConfigFile(fs, cf.path)
+	if err != nil {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
-			fmt.Fprintln(fs.Output(), "fak agent:", line)
+			fmt.Fprintln(fs.Output(), fs.Name()+":", line)
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return blocks, nil
 }
 
 // applyConfigFile sets the flags of fs the file at path names, except those
-// already set (on the command line). It reports every problem in the file,
-// one per line of the error.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
-	attrs, err := readConfigFile(path)
+// already set (on the command line), and decodes its blocks. It reports
+// every problem in the file, one per line of the error.
+func applyConfigFile(fs *flag.FlagSet, path string) (*configBlocks, error) {
+	attrs, rawBlocks, err := readConfigFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	blocks, berr := decodeBlocks(rawBlocks)
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	var errs []error
@@ -140,15 +149,18 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	if berr != nil {
+		errs = append(errs, berr)
+	}
+	return blocks, errors.Join(errs...)
 }
 
 // readConfigFile parses the file at path and returns its attributes in the
-// order they appear.
-func readConfigFile(path string) ([]*hcl.Attribute, error) {
+// order they appear, and its blocks.
+func readConfigFile(path string) ([]*hcl.Attribute, hcl.Blocks, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	var file *hcl.File
 	var diags hcl.Diagnostics
@@ -158,19 +170,48 @@ func readConfigFile(path string) ([]*hcl.Attribute, error) {
 		file, diags = hclsyntax.ParseConfig(src, path, hcl.InitialPos)
 	}
 	if diags.HasErrors() {
-		return nil, diagsError(diags)
+		return nil, nil, diagsError(diags)
 	}
-	// Blocks (label { ... }) are errors here, naming their line.
-	attrMap, diags := file.Body.JustAttributes()
+	content, rest, diags := file.Body.PartialContent(fileSchema)
 	if diags.HasErrors() {
-		return nil, diagsError(diags)
+		return nil, nil, diagsError(diags)
+	}
+	attrMap, diags := flatAttributes(rest)
+	if diags.HasErrors() {
+		return nil, nil, diagsError(diags)
 	}
 	attrs := make([]*hcl.Attribute, 0, len(attrMap))
 	for _, a := range attrMap {
 		attrs = append(attrs, a)
 	}
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Range.Start.Byte < attrs[j].Range.Start.Byte })
-	return attrs, nil
+	return attrs, content.Blocks, nil
+}
+
+// flatAttributes returns the attributes of what is left of a file once its
+// runtime and account blocks are taken. Any other block (label { ... }) is
+// an error naming its line. (hclsyntax's JustAttributes would count the
+// blocks already taken as errors too.)
+func flatAttributes(rest hcl.Body) (hcl.Attributes, hcl.Diagnostics) {
+	b, ok := rest.(*hclsyntax.Body)
+	if !ok {
+		return rest.JustAttributes() // JSON: knows which properties were taken
+	}
+	var diags hcl.Diagnostics
+	for _, blk := range b.Blocks {
+		if blk.Type == "runtime" || blk.Type == "account" {
+			continue
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+			Summary: fmt.Sprintf("Unexpected %q block", blk.Type),
+			Detail:  "The only blocks are runtime \"NAME\" { ... } and account \"NAME\" { ... }; write other settings as key = value.",
+			Subject: &blk.TypeRange})
+	}
+	attrs := make(hcl.Attributes, len(b.Attributes))
+	for name, a := range b.Attributes {
+		attrs[name] = a.AsHCLAttribute()
+	}
+	return attrs, diags
 }
 
 // configValues turns a value from the file into the strings to Set f with.

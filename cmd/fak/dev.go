@@ -33,7 +33,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	logJSON := fs.Bool("log-json", false, "log JSON lines")
 	recoverAfter := fs.Duration("recover-after", node.DefaultRecoverAfter, "recover a node's sessions on the others after it has been dead in gossip this long")
 	echoTurn := fs.Duration("echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
-	if err := fs.Parse(args); err != nil {
+	blocks, err := parseAgentConfig(fs, args) // runtime and account blocks too; echo stays the default
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -78,6 +79,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			Tokens:          []api.Token{api.OperatorToken(token)},
 			MaxEventBytes:   api.DefaultMaxEventBytes,
 			EchoTurn:        *echoTurn,
+			TokenFile:       tokenPath,
+			Runtimes:        blocks.Runtimes,
+			Accounts:        blocks.Accounts,
 			RecoverAfter:    *recoverAfter,
 			Logger:          logger,
 		})
