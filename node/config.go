@@ -39,7 +39,7 @@ type Config struct {
 	// Tokens accepted on the API, with their roles (the tokens file);
 	// empty disables auth (tests only). With auth on, one must be an
 	// operator token: the node's own runner writes with it.
-	Tokens        []api.Token
+	Tokens []api.Token
 	// TokenFile is where Tokens were read from: a sandboxed runtime must
 	// not see it.
 	TokenFile     string

@@ -23,7 +23,7 @@ func (r *recordingTurn) Emit(_ context.Context, evs ...Event) (uint64, error) {
 	return uint64(len(r.events)), nil
 }
 func (r *recordingTurn) AwaitApproval(context.Context, uint64) (bool, error) { return false, nil }
-func (r *recordingTurn) Charge(context.Context, *fsmpb.Budget) error          { return nil }
+func (r *recordingTurn) Charge(context.Context, *fsmpb.Budget) error         { return nil }
 func (r *recordingTurn) InputSeq() uint64                                    { return 1 }
 
 func (r *recordingTurn) texts() []string {
