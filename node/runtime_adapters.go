@@ -5,6 +5,7 @@ import (
 
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
+	"github.com/fak-dev/fak/node/runner/exec"
 )
 
 // buildAdapter makes the adapter of one runtime block.
@@ -16,6 +17,19 @@ func (c *Config) buildAdapter(r RuntimeConfig) (runner.Adapter, error) {
 			d = c.EchoTurn
 		}
 		return named{echo.New(echo.Options{TurnDuration: echoTurn(d)}), r.Name}, nil
+	case AdapterExec:
+		var env []string
+		if r.AccountRef != "" {
+			key, err := c.resolveKey(r.AccountRef)
+			if err != nil {
+				return nil, err
+			}
+			env = append(env, c.accountEnvVar(r.AccountRef)+"="+key)
+		}
+		return exec.New(exec.Options{
+			Name: r.Name, Command: r.Command, Protocol: r.Protocol, TurnTimeout: r.TurnTimeout,
+			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Env: env,
+		})
 	}
 	return nil, fmt.Errorf("unknown adapter %q", r.Adapter)
 }

@@ -174,14 +174,14 @@ func (c *Config) resolveKey(ref string) (string, error) {
 }
 
 // accountEnvVar is the variable an exec runtime finds its account's key
-// in: the one the account reads it from, or FAK_API_KEY for a key file.
+// in: the one the account reads it from, or API_KEY for a key file.
 func (c *Config) accountEnvVar(ref string) string {
 	for _, a := range c.Accounts {
 		if a.Name == ref && a.APIKeyEnv != "" {
 			return a.APIKeyEnv
 		}
 	}
-	return "FAK_API_KEY"
+	return "API_KEY"
 }
 
 // hiddenPaths are what a sandboxed runtime must not see: the node's data

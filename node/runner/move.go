@@ -97,16 +97,20 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 		return r.failMove(ctx, s, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
 	}
 	next := fsm.NextEpoch(s)
-	rt, err := a.Start(ctx, Epoch{SessionID: s.SessionId, Epoch: next, Placement: m.Admitted, ResetSeq: s.ResetSeq},
-		upTo{journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq}, m.CheckpointSeq})
+	ep, err := r.epoch(s, next, m.Admitted)
+	if err == nil {
+		var rt Runtime
+		if rt, err = a.Start(ctx, ep, upTo{journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq}, m.CheckpointSeq}); err == nil {
+			if err := rt.Stop(); err != nil {
+				r.logger.Warn("stopping the restored runtime", "session", s.SessionId, "error", err)
+			}
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return r.failMove(ctx, s, fmt.Sprintf("restore on %s: start %s runtime: %v", r.cfg.Node, name, err))
-	}
-	if err := rt.Stop(); err != nil {
-		r.logger.Warn("stopping the restored runtime", "session", s.SessionId, "error", err)
 	}
 	err = retry(ctx, func(ctx context.Context) error {
 		return r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest)

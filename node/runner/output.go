@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fak-dev/fak/fsm"
 )
@@ -118,7 +119,12 @@ func (o *Output) run() {
 		if len(text) == 0 {
 			continue
 		}
-		_, err := o.t.Emit(o.ctx, Event{Kind: fsm.KindOutput, Text: string(text)})
+		var err error
+		for _, piece := range splitText(text, outputMaxEvent) {
+			if _, err = o.t.Emit(o.ctx, Event{Kind: fsm.KindOutput, Text: piece}); err != nil {
+				break
+			}
+		}
 		o.mu.Lock()
 		o.inflight = false
 		if err != nil && o.err == nil {
@@ -144,6 +150,28 @@ func (o *Output) run() {
 		}
 		o.poke() // what arrived while resting goes out now
 	}
+}
+
+// outputMaxEvent bounds one output event: text that piled up while a
+// write was in flight goes out in pieces well under the API's event limit.
+const outputMaxEvent = 64 << 10
+
+// splitText cuts b into pieces of at most max bytes, never inside a UTF-8
+// sequence.
+func splitText(b []byte, max int) []string {
+	var out []string
+	for len(b) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			cut = max
+		}
+		out = append(out, string(b[:cut]))
+		b = b[cut:]
+	}
+	return append(out, string(b))
 }
 
 // urgent: enough text waits, a Flush waits for it, or Close.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
@@ -84,5 +85,18 @@ func TestOutputFlushOrdersBeforeOtherEvents(t *testing.T) {
 	got := rt.texts()
 	if strings.Join(got, "|") != "before |ls|after" {
 		t.Fatalf("events %q", got)
+	}
+}
+
+func TestSplitTextKeepsRunesWhole(t *testing.T) {
+	s := strings.Repeat("é", 100) // 2 bytes each
+	pieces := splitText([]byte(s), 7)
+	if strings.Join(pieces, "") != s {
+		t.Fatal("pieces do not join back")
+	}
+	for _, p := range pieces {
+		if len(p) > 7 || !utf8.ValidString(p) {
+			t.Fatalf("piece %q", p)
+		}
 	}
 }

@@ -147,13 +147,9 @@ func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter,
 		r.retire(ctx, s.SessionId, h, h.epoch == s.Epoch)
 	}
 	restores := r.cfg.FSM.Restores()
-	ep := Epoch{SessionID: s.SessionId, Epoch: s.Epoch, Placement: s.Placement, ResetSeq: s.ResetSeq, Addr: r.cfg.Addr}
-	if r.cfg.WorkspaceRoot != "" {
-		dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
-		if err != nil {
-			return err
-		}
-		ep.Workspace = dir
+	ep, err := r.epoch(s, s.Epoch, s.Placement)
+	if err != nil {
+		return err
 	}
 	rt, err := a.Start(ctx, ep, journal{f: r.cfg.FSM, id: s.SessionId, after: s.ResetSeq})
 	if err != nil {
@@ -161,6 +157,20 @@ func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter,
 	}
 	h.runtime, h.epoch, h.resetSeq, h.restores = rt, s.Epoch, s.ResetSeq, restores
 	return nil
+}
+
+// epoch describes what a runtime serves: epoch n of s on placement p, in
+// the session's workspace on this node.
+func (r *Runner) epoch(s *fsmpb.Session, n uint64, p *fsmpb.Placement) (Epoch, error) {
+	ep := Epoch{SessionID: s.SessionId, Epoch: n, Placement: p, ResetSeq: s.ResetSeq, Addr: r.cfg.Addr}
+	if r.cfg.WorkspaceRoot != "" {
+		dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
+		if err != nil {
+			return Epoch{}, err
+		}
+		ep.Workspace = dir
+	}
+	return ep, nil
 }
 
 type turnFact struct {

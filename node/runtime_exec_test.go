@@ -1,0 +1,161 @@
+package node_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node"
+	"github.com/fak-dev/fak/node/testcluster"
+)
+
+// repoFile is a file of this repository, absolute.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// needPython skips without python3, except in CI, where it must be there.
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 is missing; .ci/run installs it")
+		}
+		t.Skip("python3 not installed")
+	}
+}
+
+// createPlaced creates a session on the given runtime and node.
+func createPlaced(t *testing.T, c *testcluster.Cluster, via *testcluster.Node, runtime, on string) string {
+	t.Helper()
+	resp, err := c.Sessions(via).CreateSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.CreateSessionRequest{
+		Title: runtime, Placement: &fakv1.Placement{RuntimeAdapter: runtime, Node: on},
+	}))
+	if err != nil {
+		t.Fatalf("create a %s session on %s: %v", runtime, on, err)
+	}
+	return resp.Msg.Session.SessionId
+}
+
+// completedTurn waits for the turn of input seq to complete and returns its
+// turn.completed fact and the events of the turn.
+func completedTurn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string, input uint64) (map[string]any, []*fakv1.Event) {
+	t.Helper()
+	var done *fakv1.Event
+	evs := waitJournal(t, c, n, id, fmt.Sprintf("the turn of input #%d completes", input), func(evs []*fakv1.Event) bool {
+		for _, ev := range after(evs, input) {
+			if ev.Kind == "turn.completed" {
+				done = ev
+				return true
+			}
+		}
+		return false
+	})
+	var turn []*fakv1.Event
+	for _, ev := range after(evs, input) {
+		turn = append(turn, ev)
+		if ev == done {
+			break
+		}
+	}
+	return fact(t, done), turn
+}
+
+// Real programs as session agents on a three-node fleet: a text agent, the
+// Python example speaking protocol v1 with an approval answered by a
+// second client on another node, a failing agent, and a move between
+// turns.
+func TestExecRuntimes(t *testing.T) {
+	needPython(t)
+	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
+		cfg.Runtimes = append(cfg.Runtimes,
+			node.RuntimeConfig{Name: "shout", Adapter: node.AdapterExec, Protocol: "text",
+				Command: []string{repoFile(t, "examples/agents/shout.sh")}},
+			node.RuntimeConfig{Name: "py", Adapter: node.AdapterExec, Protocol: "jsonl",
+				Command: []string{"python3", repoFile(t, "examples/agents/echo_agent.py")}},
+			node.RuntimeConfig{Name: "fails", Adapter: node.AdapterExec, Protocol: "text",
+				Command: []string{"sh", "-c", "echo partial; echo 'it broke' >&2; exit 3"}},
+		)
+	}})
+	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
+
+	t.Run("text", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "shout", "n2")
+		att := attach(t, c, n1, id, "terminal", "alice")
+		if err := takeLease(ctxT(t, 15*time.Second), c, n1, id, att, false); err != nil {
+			t.Fatal(err)
+		}
+		in := mustAct(t, c, n1, id, att, "hello world\nsecond line")
+		f, turn := completedTurn(t, c, n3, id, in)
+		if f["status"] != "completed" {
+			t.Fatalf("turn %v", f)
+		}
+		if got := transcript(turn); !strings.Contains(got, "output:HELLO WORLD\nSECOND LINE\n") || !strings.Contains(got, "turn.started:shout on n2") {
+			t.Fatalf("transcript:\n%s", got)
+		}
+	})
+
+	t.Run("jsonl approval from another client", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "py", "n2")
+		att := attach(t, c, n1, id, "terminal", "alice")
+		phone := attach(t, c, n3, id, "browser", "phone")
+		if err := takeLease(ctxT(t, 15*time.Second), c, n1, id, att, false); err != nil {
+			t.Fatal(err)
+		}
+		in := mustAct(t, c, n1, id, att, "!run echo made-by-agent > made.txt")
+		approve(t, c, n3, id, phone, pendingApproval(t, c, n3, id, in))
+		f, turn := completedTurn(t, c, n1, id, in)
+		if f["status"] != "completed" || count(turn, "tool.call") != 1 || count(turn, "tool.result") != 1 {
+			t.Fatalf("turn %v:\n%s", f, transcript(turn))
+		}
+		made, err := os.ReadFile(filepath.Join(n2.DataDir, "workspaces", id, "made.txt"))
+		if err != nil || strings.TrimSpace(string(made)) != "made-by-agent" {
+			t.Fatalf("the tool did not run in the session's workspace on n2: %q %v", made, err)
+		}
+
+		// Moved between turns, the next turn runs on n3 with the
+		// journal's context.
+		mv := moveSession(t, c, n1, id, "n3", 10*time.Second)
+		m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded)
+		if m.State != fsm.MoveCutoverCommitted {
+			t.Fatalf("move %+v", m)
+		}
+		in2 := actAt(t, c, n1, id, att, 2, "after the move")
+		f, turn = completedTurn(t, c, n1, id, in2)
+		if f["status"] != "completed" || !strings.Contains(transcript(turn), "turn.started:py on n3") {
+			t.Fatalf("turn after the move %v:\n%s", f, transcript(turn))
+		}
+	})
+
+	t.Run("failing agent", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "fails", "n3")
+		att := attach(t, c, n2, id, "terminal", "alice")
+		if err := takeLease(ctxT(t, 15*time.Second), c, n2, id, att, false); err != nil {
+			t.Fatal(err)
+		}
+		in := mustAct(t, c, n2, id, att, "go")
+		f, turn := completedTurn(t, c, n1, id, in)
+		if f["status"] != "failed" || f["reason"] != "EXIT_STATUS" || !strings.Contains(f["error"].(string), "it broke") {
+			t.Fatalf("turn %v", f)
+		}
+		if !strings.Contains(transcript(turn), "output:partial") {
+			t.Fatalf("output before the failure is kept:\n%s", transcript(turn))
+		}
+	})
+}
