@@ -29,6 +29,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -249,6 +250,9 @@ func setRuntimeAttr(r *node.RuntimeConfig, name string, attr *hcl.Attribute) err
 	case "adapter":
 	case "command":
 		r.Command, err = listAttr(attr)
+		if err == nil && len(r.Command) > 0 {
+			r.Command[0], err = programPath(r.Command[0])
+		}
 	case "tools":
 		r.Tools, err = listAttr(attr)
 	case "approve":
@@ -275,6 +279,17 @@ func setRuntimeAttr(r *node.RuntimeConfig, name string, attr *hcl.Attribute) err
 		r.EchoTurn, err = durationAttr(attr)
 	}
 	return err
+}
+
+// programPath makes a relative program path ("examples/agents/shout.sh")
+// absolute against the agent's working directory, as every relative path
+// of a config file is: the program runs in the session's workspace. A bare
+// name ("python3") is looked up on PATH when the turn runs.
+func programPath(p string) (string, error) {
+	if !strings.Contains(p, "/") || filepath.IsAbs(p) {
+		return p, nil
+	}
+	return filepath.Abs(p)
 }
 
 func attrValue(attr *hcl.Attribute) (cty.Value, error) {
