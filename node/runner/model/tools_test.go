@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,4 +131,48 @@ func TestCheckRefusesUnknownTools(t *testing.T) {
 func quoteJSON(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
+}
+
+// The shell tool runs in the runtime's sandbox: with bwrap, the hidden
+// tokens file is empty and nothing outside the workspace is writable.
+func TestShellSandboxed(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("bwrap is not installed; .ci/run installs bubblewrap")
+		}
+		t.Skip("bwrap not installed")
+	}
+	ts := testTools(t, 1024)
+	// Not under /tmp, which the sandbox replaces with its own.
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := os.MkdirTemp(wd, ".sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(outside) })
+	tokens := filepath.Join(outside, "tokens.json")
+	if err := os.WriteFile(tokens, []byte("secret-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := `{"command":"cat ` + tokens + `; echo x > ` + filepath.Join(outside, "x") + `; echo y > inside; echo done"}`
+	if res := runTool(t, ts, ToolShell, cmd); !strings.Contains(res.text, "secret-token") {
+		t.Fatalf("unsandboxed, the shell cannot read the file to hide: %q", res.text)
+	}
+	if err := os.Remove(filepath.Join(outside, "x")); err != nil {
+		t.Fatal(err)
+	}
+	ts.sandbox, ts.hide = "bwrap", []string{tokens}
+	res := runTool(t, ts, ToolShell, cmd)
+	if strings.Contains(res.text, "secret-token") || !strings.Contains(res.text, "done") {
+		t.Fatalf("sandboxed shell: %q", res.text)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "x")); !os.IsNotExist(err) {
+		t.Fatalf("the sandboxed shell wrote outside its workspace: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ts.workspace, "inside")); err != nil || string(b) != "y\n" {
+		t.Fatalf("the workspace is not writable: %q %v", b, err)
+	}
 }
