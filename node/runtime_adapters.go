@@ -6,6 +6,7 @@ import (
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
 	"github.com/fak-dev/fak/node/runner/exec"
+	"github.com/fak-dev/fak/node/runner/model"
 )
 
 // buildAdapter makes the adapter of one runtime block.
@@ -29,6 +30,21 @@ func (c *Config) buildAdapter(r RuntimeConfig) (runner.Adapter, error) {
 		return exec.New(exec.Options{
 			Name: r.Name, Command: r.Command, Protocol: r.Protocol, TurnTimeout: r.TurnTimeout,
 			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Env: env,
+		})
+	case AdapterModel:
+		retries := 0 // the adapter's default
+		if r.MaxRetries != nil {
+			retries = *r.MaxRetries
+			if retries == 0 {
+				retries = -1 // never
+			}
+		}
+		return model.New(model.Options{
+			Name: r.Name, Endpoint: r.Endpoint, Model: r.Model, AccountRef: r.AccountRef,
+			ResolveKey: c.resolveKey, Tools: r.Tools, AutoApprove: r.Approve,
+			Price:  model.Price{InputPerMTok: r.InputPerMTok, OutputPerMTok: r.OutputPerMTok},
+			System: r.System, TurnTimeout: r.TurnTimeout, MaxRetries: retries,
+			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Logger: c.Logger,
 		})
 	}
 	return nil, fmt.Errorf("unknown adapter %q", r.Adapter)

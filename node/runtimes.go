@@ -42,7 +42,9 @@ type RuntimeConfig struct {
 	InputPerMTok  float64
 	OutputPerMTok float64
 	System        string
-	MaxRetries    int
+	// MaxRetries of a model call after 429, 5xx or a timeout (nil: the
+	// adapter's default, 3).
+	MaxRetries *int
 
 	// AccountRef names an `account` block whose key the runtime gets (model:
 	// the API key; exec: in the environment variable the account names).
@@ -139,7 +141,7 @@ func (c *Config) checkRuntimes() error {
 					errs = append(errs, fmt.Errorf("%s: unknown tool %q; the tools are %s", at, t, strings.Join(knownTools, ", ")))
 				}
 			}
-			if r.InputPerMTok < 0 || r.OutputPerMTok < 0 || r.MaxRetries < 0 {
+			if r.InputPerMTok < 0 || r.OutputPerMTok < 0 || r.MaxRetries != nil && *r.MaxRetries < 0 {
 				errs = append(errs, fmt.Errorf("%s: prices and max_retries must not be negative", at))
 			}
 		case "":

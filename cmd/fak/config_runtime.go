@@ -272,7 +272,8 @@ func setRuntimeAttr(r *node.RuntimeConfig, name string, attr *hcl.Attribute) err
 	case "max_retries":
 		var f float64
 		f, err = numberAttr(attr)
-		r.MaxRetries = int(f)
+		n := int(f)
+		r.MaxRetries = &n
 	case "turn_timeout":
 		r.TurnTimeout, err = durationAttr(attr)
 	case "echo_turn":
