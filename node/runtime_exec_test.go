@@ -60,16 +60,23 @@ func completedTurn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id
 	var done *fakv1.Event
 	evs := waitJournal(t, c, n, id, fmt.Sprintf("the turn of input #%d completes", input), func(evs []*fakv1.Event) bool {
 		for _, ev := range after(evs, input) {
-			if ev.Kind == "turn.completed" {
+			if ev.Kind == "turn.completed" && num(fact(t, ev)["input_seq"]) == float64(input) {
 				done = ev
 				return true
 			}
 		}
 		return false
 	})
+	// The turn: from its turn.started to its turn.completed.
 	var turn []*fakv1.Event
+	in := false
 	for _, ev := range after(evs, input) {
-		turn = append(turn, ev)
+		if ev.Kind == "turn.started" && num(fact(t, ev)["input_seq"]) == float64(input) {
+			in = true
+		}
+		if in {
+			turn = append(turn, ev)
+		}
 		if ev == done {
 			break
 		}

@@ -90,7 +90,8 @@ type Cluster struct {
 	Nodes []*Node
 	http  *http.Client
 	// tls is the fleet's CA and files when Options.TLS (tls.go).
-	tls *fleetTLS
+	tls  *fleetTLS
+	logs *testLog
 }
 
 // New starts a fleet and waits until it has a ready leader.
@@ -102,7 +103,10 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.LogLevel == "" {
 		opts.LogLevel = "warn"
 	}
-	c := &Cluster{t: t, opts: opts}
+	c := &Cluster{t: t, opts: opts, logs: &testLog{t: t}}
+	// Registered first, so it runs last: after the nodes stopped, a
+	// goroutine still winding down logs nowhere.
+	t.Cleanup(c.logs.close)
 	dir := t.TempDir()
 	c.http = c.newHTTPClient(dir)
 	for i := 0; i < opts.Nodes; i++ {
@@ -143,7 +147,7 @@ func (c *Cluster) Start(n *Node) {
 		expect = 0
 	}
 	logger := hclog.New(&hclog.LoggerOptions{
-		Name: n.Name, Level: hclog.LevelFromString(c.opts.LogLevel), Output: testWriter{c.t},
+		Name: n.Name, Level: hclog.LevelFromString(c.opts.LogLevel), Output: c.logs,
 	})
 	var running *node.Node
 	var err error
@@ -370,12 +374,26 @@ func freeAddr(t testing.TB) string {
 	return addrs[0]
 }
 
-// testWriter sends node logs to the test log, dropping lines logged after
-// the test ended (background goroutines winding down).
-type testWriter struct{ t testing.TB }
+// testLog sends node logs to the test log until the test ends, then drops
+// them: goroutines of a stopped node (memberlist's) may log late, and
+// touching a finished test is a race.
+type testLog struct {
+	t      testing.TB
+	mu     sync.RWMutex
+	closed bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { recover() }()
-	w.t.Log(string(p))
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if !w.closed {
+		w.t.Log(string(p))
+	}
 	return len(p), nil
+}
+
+func (w *testLog) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 }
