@@ -126,3 +126,21 @@ func TestTokenRate(t *testing.T) {
 		t.Fatalf("%d deltas", n)
 	}
 }
+
+func TestListenServesOnTheAddress(t *testing.T) {
+	s, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	resp, err := http.Post(s.URL+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "data: [DONE]") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
