@@ -19,7 +19,7 @@ import (
 
 // CapabilityVersion is bumped when controls are added or change meaning.
 // 4: turn.interrupt; EXTERNAL_RUNTIME; PERMISSION_DENIED by the caller's
-// role.
+// role; approval.answer is SESSION_STOPPED on a stopped session.
 const CapabilityVersion = 4
 
 // Control names, as clients see them in the capability set.
@@ -228,9 +228,13 @@ func sessionCapabilities(s *fsmpb.Session, at *fsmpb.Attachment, now int64) map[
 	default:
 		cs[ControlLeaseSteal] = off(ReasonNotHeldByOther, "no other attachment holds the lease", ControlLeaseTake)
 	}
+	// approval.answer needs an attachment, not the lease, on an active
+	// session (the command refuses a stopped one).
 	switch {
 	case attachmentID == "":
 		cs[ControlApprovalAnswer] = notAttached
+	case !active:
+		cs[ControlApprovalAnswer] = stopped
 	case s.PendingApprovalSeq != 0 && (s.Approval == nil || !s.Approval.Answered):
 		cs[ControlApprovalAnswer] = on
 	default:

@@ -415,16 +415,15 @@ detach          on
 		},
 		{
 			// A stopped session: fork, detach and lease.release keep their own
-			// rules; the rest is SESSION_STOPPED, except approval.answer, which
-			// the set offers for a pending approval as it did in the API (the
-			// command itself refuses SESSION_STOPPED).
+			// rules; the rest is SESSION_STOPPED, a pending approval's answer
+			// too (the command refuses it).
 			"stopped, holds lease, approval pending", capSession(capStopped, capHeldByMe, capApprovalPending), capMe, `
 input.text      SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 turn.interrupt  SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 lease.take      SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 lease.release   on
 lease.steal     SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
-approval.answer on
+approval.answer SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 session.stop    SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 session.fresh   SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1
 session.reset   SESSION_STOPPED "the session is stopped (done)" -> fakctl session describe s1

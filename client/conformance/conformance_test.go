@@ -39,6 +39,7 @@ var states = append([]string{
 	"approval.answer available",
 	"approval.answer unavailable NOT_ATTACHED → attach",
 	"approval.answer unavailable NO_PENDING_APPROVAL",
+	"approval.answer unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"session.stop available",
 	"session.stop unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"session.fresh available",
