@@ -104,7 +104,7 @@ type matrixState struct {
 	// turn is running; approval: a turn waits for an approval; stop: the
 	// session is stopped.
 	attach, hold, other, turn, approval, stop bool
-	onlyEcho                        bool // an external session runs no turn
+	onlyEcho                                  bool // an external session runs no turn
 }
 
 var matrixStates = []matrixState{
