@@ -36,6 +36,7 @@ func TestCapabilityMatrix(t *testing.T) {
 	// or an approval stays pending as long as it needs.
 	c := testcluster.New(t, testcluster.Options{Nodes: 3, LogLevel: "off"})
 	leader := c.WaitForLeader(10 * time.Second)
+	waitNodeRecords(t, c) // a move names a node with a record, or is NOT_FOUND first
 	n := c.Followers()[0]
 	tokens := map[string]string{
 		"read":     createACLToken(t, c, leader, fakv1.Role_ROLE_READ, "matrix").Secret,

@@ -117,6 +117,7 @@ func TestInterrupt_MoveInducesTheSafePoint(t *testing.T) {
 	}
 	in := mustAct(t, c, n1, id, me, longInput)
 	turnRunning(t, c, n1, id, in)
+	waitNodeRecords(t, c)
 
 	start := time.Now()
 	resp, err := c.Sessions(leader).MoveSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.MoveSessionRequest{
@@ -160,6 +161,7 @@ func TestInterrupt_MoveInducesTheSafePoint(t *testing.T) {
 func TestExternal_GuardedSessionRefusesInputAndNoRunnerAnswers(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Nodes: 3, EchoTurn: 50 * time.Millisecond, LogLevel: "off"})
 	leader := c.WaitForLeader(10 * time.Second)
+	waitNodeRecords(t, c) // a move names a node with a record, or is NOT_FOUND first
 	n := c.Followers()[0]
 	lc := fakv1connect.NewLifecycleServiceClient(c.HTTPClient(), c.BaseURL(n), connect.WithInterceptors(apiclient.Bearer(testcluster.Token)))
 
