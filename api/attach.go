@@ -106,19 +106,26 @@ func (h *sessionHandler) Act(ctx context.Context, req *connect.Request[fakv1.Act
 	if m.SessionId == "" || m.AttachmentId == "" {
 		return nil, invalidArgument("session_id and attachment_id are required")
 	}
-	in := m.GetInput()
-	if in == nil {
-		return nil, invalidArgument("an action is required (input)")
-	}
-	if in.Text == "" || len(in.Text) > fsm.MaxInputBytes {
-		return nil, invalidArgument("input text must be 1-%d bytes", fsm.MaxInputBytes)
+	// Each action is one FSM command; both answer the address of the event
+	// they committed (the input, or the turn.completed of the interrupt).
+	var cmd *fsmpb.Command
+	switch a := m.Action.(type) {
+	case *fakv1.ActRequest_Input:
+		if a.Input.GetText() == "" || len(a.Input.GetText()) > fsm.MaxInputBytes {
+			return nil, invalidArgument("input text must be 1-%d bytes", fsm.MaxInputBytes)
+		}
+		cmd = &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{
+			SessionId: m.SessionId, AttachmentId: m.AttachmentId, ExpectedEpoch: m.ExpectedEpoch, Text: a.Input.GetText(),
+		}}}
+	case *fakv1.ActRequest_Interrupt:
+		cmd = &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_InterruptTurn{InterruptTurn: &fsmpb.InterruptTurn{
+			SessionId: m.SessionId, AttachmentId: m.AttachmentId, ExpectedEpoch: m.ExpectedEpoch,
+		}}}
+	default:
+		return nil, invalidArgument("an action is required (input or interrupt)")
 	}
 	return write(ctx, h.s, req, m.SessionId,
-		func() *fsmpb.Command {
-			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{
-				SessionId: m.SessionId, AttachmentId: m.AttachmentId, ExpectedEpoch: m.ExpectedEpoch, Text: in.Text,
-			}}}
-		},
+		func() *fsmpb.Command { return cmd },
 		func(res *fsmpb.Result) *fakv1.ActResponse {
 			return &fakv1.ActResponse{SessionId: res.GetAppend().GetSessionId(), Seq: res.GetAppend().GetFirstSeq()}
 		},

@@ -158,26 +158,47 @@ func (a *authInterceptor) authenticate(h http.Header) (fakv1.Role, error) {
 
 // authorize checks that the request may call procedure: known to the role
 // table, and (with auth on) carrying a token of at least the role it needs.
-func (a *authInterceptor) authorize(procedure string, h http.Header) error {
+// It returns the caller's role: the token's, or operator with auth off.
+func (a *authInterceptor) authorize(procedure string, h http.Header) (fakv1.Role, error) {
 	need, ok := requiredRole(procedure)
 	if !ok {
-		return permissionDenied("procedure " + procedure + " is not allowed to any role")
+		return 0, permissionDenied("procedure " + procedure + " is not allowed to any role")
 	}
 	if !a.enabled() {
-		return nil
+		return RoleOperator, nil
 	}
-	return a.require(need, h)
+	return a.requireRoleOf(need, h)
 }
 
 func (a *authInterceptor) require(need fakv1.Role, h http.Header) error {
+	_, err := a.requireRoleOf(need, h)
+	return err
+}
+
+func (a *authInterceptor) requireRoleOf(need fakv1.Role, h http.Header) (fakv1.Role, error) {
 	have, err := a.authenticate(h)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if have < need {
-		return permissionDenied(RoleName(need) + " role required")
+		return 0, permissionDenied(RoleName(need) + " role required")
 	}
-	return nil
+	return have, nil
+}
+
+// callerRoleKey keys the caller's role in a handler's context.
+type callerRoleKey struct{}
+
+// withCallerRole is ctx carrying the role the call was authorized with.
+func withCallerRole(ctx context.Context, r fakv1.Role) context.Context {
+	return context.WithValue(ctx, callerRoleKey{}, r)
+}
+
+// callerRole is the role the call was authorized with; unspecified when
+// it did not pass the auth interceptor.
+func callerRole(ctx context.Context) fakv1.Role {
+	r, _ := ctx.Value(callerRoleKey{}).(fakv1.Role)
+	return r
 }
 
 // check authenticates a plain HTTP request: any valid token (every role
@@ -224,9 +245,11 @@ func (a *authInterceptor) requireRole(role fakv1.Role, next http.Handler) http.H
 func (a *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if !req.Spec().IsClient {
-			if err := a.authorize(req.Spec().Procedure, req.Header()); err != nil {
+			role, err := a.authorize(req.Spec().Procedure, req.Header())
+			if err != nil {
 				return nil, err
 			}
+			ctx = withCallerRole(ctx, role)
 		}
 		return next(ctx, req)
 	}
@@ -238,9 +261,10 @@ func (a *authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 
 func (a *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := a.authorize(conn.Spec().Procedure, conn.RequestHeader()); err != nil {
+		role, err := a.authorize(conn.Spec().Procedure, conn.RequestHeader())
+		if err != nil {
 			return err
 		}
-		return next(ctx, conn)
+		return next(withCallerRole(ctx, role), conn)
 	}
 }

@@ -39,14 +39,16 @@ func placementToAPI(p *fsmpb.Placement) *fakv1.Placement {
 	if p == nil {
 		return nil
 	}
-	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
+		LaunchId: p.LaunchId, Host: p.Host}
 }
 
 func placementFromAPI(p *fakv1.Placement) *fsmpb.Placement {
 	if p == nil {
 		return &fsmpb.Placement{}
 	}
-	return &fsmpb.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+	return &fsmpb.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
+		LaunchId: p.LaunchId, Host: p.Host}
 }
 
 // leaseToAPI returns nil when nobody holds the lease.

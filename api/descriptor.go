@@ -15,8 +15,9 @@ import (
 )
 
 // describe builds the session descriptor as attachmentID (may be empty)
-// sees it. Presence and lease expiry are judged by this node's clock: the
-// descriptor is a view; the FSM decides by command time.
+// sees it, with the caller's token role (from ctx). Presence and lease
+// expiry are judged by this node's clock: the descriptor is a view; the
+// FSM decides by command time.
 func (s *Server) describe(ctx context.Context, hdr http.Header, sessionID, attachmentID string, c fakv1.ReadConsistency) (*fakv1.DescribeSessionResponse, error) {
 	if err := s.readBarrier(ctx, hdr, c); err != nil {
 		return nil, toConnectError(err)
@@ -38,11 +39,25 @@ func (s *Server) describe(ctx context.Context, hdr http.Header, sessionID, attac
 			caller = a
 		}
 	}
-	d.Capabilities = capabilitiesToAPI(fsm.Capabilities(sess, caller, now))
+	d.Capabilities = capabilitiesToAPI(fsm.Capabilities(sess, caller, fsmRole(callerRole(ctx)), now))
 	if env, err := s.fsm.Envelope(sess.EnvelopeId); err == nil {
 		d.Budget = envelopeToAPI(env)
 	}
 	return d, nil
+}
+
+// fsmRole is the API role as the capability set judges it (fsm.Role);
+// unspecified is no role at all.
+func fsmRole(r fakv1.Role) fsm.Role {
+	switch r {
+	case RoleRead:
+		return fsm.RoleRead
+	case RoleAgent:
+		return fsm.RoleAgent
+	case RoleOperator:
+		return fsm.RoleOperator
+	}
+	return ""
 }
 
 // capabilitiesToAPI is the capability set (fsm.Capabilities) as the API

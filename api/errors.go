@@ -41,6 +41,12 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	fsm.ReasonNoPendingApproval:  connect.CodeFailedPrecondition,
 	fsm.ReasonTurnOrder:          connect.CodeFailedPrecondition,
 	fsm.ReasonBudgetExhausted:    connect.CodeResourceExhausted,
+	// Interrupting with no turn running; acting on an agent the fleet does
+	// not run; a placement on a runtime no node has. The session's state
+	// (or the fleet's) decides, not the request's form.
+	fsm.ReasonNoTurnRunning:   connect.CodeFailedPrecondition,
+	fsm.ReasonExternalRuntime: connect.CodeFailedPrecondition,
+	fsm.ReasonNoSuchRuntime:   connect.CodeFailedPrecondition,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

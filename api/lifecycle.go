@@ -31,13 +31,17 @@ func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[
 	if m.LaunchId == "" || len(m.LaunchId) > fsm.MaxSessionIDBytes {
 		return nil, invalidArgument("launch_id must be 1-%d bytes", fsm.MaxSessionIDBytes)
 	}
+	if len(m.Host) > fsm.MaxPlacementFieldBytes {
+		return nil, invalidArgument("host longer than %d bytes", fsm.MaxPlacementFieldBytes)
+	}
 	sessionID := m.SessionId
 	if sessionID == "" {
 		// A new launch session, created once per launch id: the request id
 		// derives from it, so a retried bind does not create a second one.
+		// Its agent is the launch's provider process: the external runtime.
 		create := connect.NewRequest(&fakv1.CreateSessionRequest{
 			Title: m.Title, Objective: m.Objective, RequestId: "req_launch_" + m.LaunchId,
-			Placement: &fakv1.Placement{Provider: m.Provider},
+			Placement: &fakv1.Placement{RuntimeAdapter: fsm.ExternalRuntime, Provider: m.Provider, LaunchId: m.LaunchId, Host: m.Host},
 		})
 		// The caller's credentials go along when a follower forwards the
 		// create to the leader.
@@ -54,7 +58,7 @@ func (h *lifecycleHandler) BindLaunch(ctx context.Context, req *connect.Request[
 		duplicate = true
 	}
 	cmd := &fsmpb.Command{RequestId: "req_bind_" + m.LaunchId + "_" + sessionID, Body: &fsmpb.Command_BindLaunch{BindLaunch: &fsmpb.BindLaunch{
-		LaunchId: m.LaunchId, Provider: m.Provider, SessionId: sessionID}}}
+		LaunchId: m.LaunchId, Provider: m.Provider, SessionId: sessionID, Host: m.Host}}}
 	return write(ctx, h.s, req, sessionID,
 		func() *fsmpb.Command { return cmd },
 		func(res *fsmpb.Result) *fakv1.BindLaunchResponse {

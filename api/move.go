@@ -80,7 +80,7 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 			res, err := h.s.apply(ctx, &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{
 				SessionId: m.SessionId, MoveId: moveID, Target: target,
 				SafePointTimeoutNanos: int64(timeout), AcceptDegradation: m.AcceptDegradation,
-				Cause: h.s.moveCause(m.SessionId),
+				Cause: h.s.moveCause(m.SessionId), Interrupt: m.Interrupt,
 			}}})
 			if err != nil {
 				return nil, err

@@ -41,7 +41,7 @@ func TestSessionMoveControl(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cs := capabilitiesToAPI(fsm.Capabilities(tt.s, nil, 0))
+			cs := capabilitiesToAPI(fsm.Capabilities(tt.s, nil, fsm.RoleOperator, 0))
 			if cs.GetVersion() != fsm.CapabilityVersion || fsm.CapabilityVersion < 3 {
 				t.Errorf("capability set v%d (CapabilityVersion %d); session.move came with v3", cs.GetVersion(), fsm.CapabilityVersion)
 			}

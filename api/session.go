@@ -34,15 +34,16 @@ func (h *sessionHandler) CreateSession(ctx context.Context, req *connect.Request
 		return nil, invalidArgument("title (max %d bytes) or objective (max %d bytes) too long", fsm.MaxTitleBytes, fsm.MaxObjectiveBytes)
 	}
 	// The first epoch runs on the node that received the request unless the
-	// caller placed it; set before forwarding, so the leader keeps it.
+	// caller placed it (or it is external: no node runs it); set before
+	// forwarding, so the leader keeps it.
 	if m.Placement == nil {
 		m.Placement = &fakv1.Placement{}
 	}
-	if m.Placement.Node == "" {
-		m.Placement.Node = h.s.defaultNode()
-	}
 	if m.Placement.RuntimeAdapter == "" {
 		m.Placement.RuntimeAdapter = fsm.DefaultRuntimeAdapter
+	}
+	if m.Placement.Node == "" && m.Placement.RuntimeAdapter != fsm.ExternalRuntime {
+		m.Placement.Node = h.s.defaultNode(m.Placement.RuntimeAdapter)
 	}
 	return write(ctx, h.s, req, "",
 		func() *fsmpb.Command {

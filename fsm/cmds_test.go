@@ -77,6 +77,12 @@ func submitInput(id, attachment string, epoch uint64, text string) *fsmpb.Comman
 	}}}
 }
 
+func interruptTurn(id, attachment string, epoch uint64) *fsmpb.Command {
+	return &fsmpb.Command{Body: &fsmpb.Command_InterruptTurn{InterruptTurn: &fsmpb.InterruptTurn{
+		SessionId: id, AttachmentId: attachment, ExpectedEpoch: epoch,
+	}}}
+}
+
 func answerApproval(id, attachment string, seq uint64, approved bool, note string) *fsmpb.Command {
 	return &fsmpb.Command{Body: &fsmpb.Command_AnswerApproval{AnswerApproval: &fsmpb.AnswerApproval{
 		SessionId: id, AttachmentId: attachment, ApprovalSeq: seq, Approved: approved, Note: note,

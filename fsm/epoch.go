@@ -9,10 +9,39 @@ import (
 // DefaultRuntimeAdapter runs a session when its placement names none.
 const DefaultRuntimeAdapter = "echo"
 
-// ExternalRuntime is the runtime of a session served outside the fleet: a
-// provider process `fak guard` launched on a user's machine. No runner
-// answers it.
+// ExternalRuntime is the runtime of a session bound by `fak guard`: its
+// agent is the provider process of a guarded launch on the user's
+// machine, not anything a node runs. Its placement names the launch and
+// the host and no node; no runner answers it, and the fleet refuses what
+// only a runtime of its own could do (input, interrupt, a move) with
+// EXTERNAL_RUNTIME.
 const ExternalRuntime = "external"
+
+// IsExternal reports whether p is the external runtime.
+func IsExternal(p *fsmpb.Placement) bool { return p.GetRuntimeAdapter() == ExternalRuntime }
+
+// externalWhere says where an external session's agent runs: "claude runs
+// on host laptop-7 (launch lch_1)".
+func externalWhere(p *fsmpb.Placement) string {
+	who := p.GetProvider()
+	if who == "" {
+		who = "the agent"
+	}
+	where := "outside the fleet"
+	if p.GetHost() != "" {
+		where = "on host " + p.GetHost()
+	}
+	return who + " runs " + where + " (launch " + p.GetLaunchId() + ")"
+}
+
+// refuseExternal is the refusal of what only a runtime of the fleet could
+// do (what names it: "input", "an interrupt", "a move").
+func refuseExternal(s *fsmpb.Session, what string) *Error {
+	if !IsExternal(s.Placement) {
+		return nil
+	}
+	return errorf(ReasonExternalRuntime, "session %s is external: %s; the fleet cannot take %s for it", s.SessionId, externalWhere(s.Placement), what)
+}
 
 // MaxPlacementFieldBytes bounds each member of a placement tuple.
 const MaxPlacementFieldBytes = 128
@@ -64,20 +93,31 @@ func checkAboveEpoch(s *fsmpb.Session, restored uint64) *Error {
 	return nil
 }
 
+// validPlacement checks a placement's fields; the launch and host belong
+// to the external runtime alone, which needs its launch and names no node.
 func validPlacement(p *fsmpb.Placement) *Error {
 	fields := [...]struct{ name, v string }{
 		{"runtime adapter", p.RuntimeAdapter}, {"provider", p.Provider}, {"account ref", p.AccountRef},
-		{"model", p.Model}, {"node", p.Node},
+		{"model", p.Model}, {"node", p.Node}, {"launch id", p.LaunchId}, {"host", p.Host},
 	}
 	for _, f := range fields {
 		if len(f.v) > MaxPlacementFieldBytes {
 			return errorf(ReasonInvalidArgument, "placement %s longer than %d bytes", f.name, MaxPlacementFieldBytes)
 		}
 	}
+	switch {
+	case IsExternal(p) && (p.LaunchId == "" || p.Node != ""):
+		return errorf(ReasonInvalidArgument, "the %s runtime names its launch and no node (fak guard binds it)", ExternalRuntime)
+	case !IsExternal(p) && (p.LaunchId != "" || p.Host != ""):
+		return errorf(ReasonInvalidArgument, "a launch id and host belong to the %s runtime only", ExternalRuntime)
+	}
 	return nil
 }
 
 func epochText(epoch uint64, p *fsmpb.Placement) string {
+	if IsExternal(p) {
+		return fmt.Sprintf("epoch %d: %s: %s", epoch, ExternalRuntime, externalWhere(p))
+	}
 	s := fmt.Sprintf("epoch %d: %s", epoch, p.RuntimeAdapter)
 	if p.Model != "" {
 		s += " " + p.Model

@@ -27,6 +27,15 @@ const (
 	ReasonNoPendingApproval  Reason = "NO_PENDING_APPROVAL"
 	ReasonTurnOrder          Reason = "TURN_ORDER"
 	ReasonBudgetExhausted    Reason = "BUDGET_EXHAUSTED"
+	// An interrupt with no turn running (turn.interrupt).
+	ReasonNoTurnRunning Reason = "NO_TURN_RUNNING"
+	// The session's agent runs outside the fleet (the external runtime of a
+	// guarded launch): the fleet can neither send it input, interrupt it
+	// nor move it.
+	ReasonExternalRuntime Reason = "EXTERNAL_RUNTIME"
+	// A placement names a runtime no node of the fleet advertises, or one
+	// the named node lacks: nothing could ever run the session.
+	ReasonNoSuchRuntime Reason = "NO_SUCH_RUNTIME"
 	// Moves (DESIGN.md §8).
 	ReasonMoveState      Reason = "MOVE_STATE" // a transition not allowed from the move's state
 	ReasonMoveUnsafe     Reason = "MOVE_UNSAFE"
@@ -36,6 +45,9 @@ const (
 	ReasonNotAttached    Reason = "NOT_ATTACHED"      // the caller has no attachment
 	ReasonAlreadyHeld    Reason = "ALREADY_HELD"      // the caller holds the lease it would take
 	ReasonNotHeldByOther Reason = "NOT_HELD_BY_OTHER" // there is no other holder to steal from
+	// The caller's token role is below the one the control needs (the API
+	// refuses the call itself with the same reason).
+	ReasonPermissionDenied Reason = "PERMISSION_DENIED"
 )
 
 // Error is a domain error produced by Apply or a read. It travels through

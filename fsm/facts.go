@@ -33,10 +33,13 @@ type placementFact struct {
 	AccountRef     string `json:"account_ref,omitempty"`
 	Model          string `json:"model,omitempty"`
 	Node           string `json:"node,omitempty"`
+	LaunchID       string `json:"launch_id,omitempty"`
+	Host           string `json:"host,omitempty"`
 }
 
 func placementFactOf(p *fsmpb.Placement) placementFact {
-	return placementFact{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+	return placementFact{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
+		LaunchID: p.LaunchId, Host: p.Host}
 }
 
 // epochFact is the data of the first epoch.changed of a session (created,
@@ -189,6 +192,27 @@ type moveFact struct {
 	Reason        string         `json:"reason,omitempty"`
 	Phase         string         `json:"phase,omitempty"`
 	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
+	Interrupt     bool           `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
+}
+
+// interruptFact is the data of the turn.completed the FSM writes when it
+// closes a running turn itself (an interrupt, a move with interrupt, a
+// launch taking the session over). Its keys are those of the runner's
+// turn facts (node/runner: turnFact), plus who interrupted.
+type interruptFact struct {
+	Status   string          `json:"status"`
+	InputSeq uint64          `json:"input_seq"`
+	By       interruptByFact `json:"by"`
+}
+
+// interruptByFact names who interrupted a turn: an attachment, a move or
+// a launch.
+type interruptByFact struct {
+	AttachmentID string `json:"attachment_id,omitempty"`
+	ClientKind   string `json:"client_kind,omitempty"`
+	ClientName   string `json:"client_name,omitempty"`
+	Move         string `json:"move,omitempty"`
+	Launch       string `json:"launch,omitempty"`
 }
 
 // strandedFact is the data of session.stranded (marked or unmarked).

@@ -243,6 +243,8 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.releaseLease(c, body.ReleaseLease)
 	case *fsmpb.Command_SubmitInput:
 		r, err = a.submitInput(c, body.SubmitInput)
+	case *fsmpb.Command_InterruptTurn:
+		r, err = a.interruptTurn(c, body.InterruptTurn)
 	case *fsmpb.Command_AnswerApproval:
 		r, err = a.answerApproval(c, body.AnswerApproval)
 	case *fsmpb.Command_RunnerAppend:

@@ -9,7 +9,8 @@ const MaxInputBytes = 64 << 10
 
 // submitInput accepts input from the lease holder into the session's queue.
 // The checks run in the order a client can act on: a stopped session first,
-// then the epoch it targeted, then the lease.
+// then an external one (its agent reads no input from the fleet), then the
+// epoch it targeted, then the lease.
 func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.Result, *Error) {
 	if cmd.Text == "" {
 		return nil, errorf(ReasonInvalidArgument, "input text is required")
@@ -23,6 +24,9 @@ func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.
 	}
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
 		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	if err := refuseExternal(s, "input"); err != nil {
+		return nil, err
 	}
 	if err := checkEpoch(s, cmd.ExpectedEpoch, "input targets"); err != nil {
 		return nil, err

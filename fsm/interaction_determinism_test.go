@@ -43,7 +43,7 @@ const (
 	// mixMaxLive bounds the active sessions (forks add them, clears
 	// replace them), so that interactions stay concentrated enough to
 	// reach deep turn states.
-	mixMaxLive = 6
+	mixMaxLive = 8 // the four home sessions, the two guarded ones, and forks
 )
 
 func newMixGen(t *testing.T, seed uint64) *mixGen {
@@ -56,12 +56,19 @@ func newMixGen(t *testing.T, seed uint64) *mixGen {
 		c.GetCreateSession().Policy = budgetPolicy(&fsmpb.Budget{Turns: 40, SpendMicros: 3000}, 4000)
 		cmds = append(cmds, c)
 	}
-	cmds = append(cmds, bindLaunch("L0", "claude", "s0"), bindLaunch("L1", "codex", "s1"), hookStart("L0", "startup", "p0"))
+	// Two guarded sessions, created external as the API creates them; the
+	// fleet runs the others, where turns happen.
+	for i, provider := range []string{"claude", "codex"} {
+		id, l := fmt.Sprintf("g%d", i), fmt.Sprintf("L%d", i)
+		cmds = append(cmds, createExternal(id, l, provider, budgetPolicy(&fsmpb.Budget{Turns: 40, SpendMicros: 3000}, 4000)),
+			bindLaunch(l, provider, id))
+	}
+	cmds = append(cmds, hookStart("L0", "startup", "p0"))
 	for _, n := range mixNodes[:3] {
 		cmds = append(cmds, registerNode(nodeRecord(n)))
 	}
 	g.add(cmds...)
-	g.home = slices.Clone(g.sessions)
+	g.home = slices.Clone(g.sessions[:4]) // the fleet's: turns happen there
 	return g
 }
 
@@ -196,6 +203,13 @@ func (g *mixGen) ledgerCommand(s *fsmpb.Session) *fsmpb.Command {
 		// (ALREADY_EXISTS), sometimes past the head (INVALID_ARGUMENT).
 		return forkCmd(id, uint64(g.pick(int(s.HeadSeq)+2)), fmt.Sprintf("f%d", g.pick(40)), g.providerID())
 	case 4:
+		// A launch takes over a session: one that is external already
+		// (another launch's), or sometimes a fork the fleet runs, which
+		// then leaves the fleet for good; never a home session, where
+		// turns must go on.
+		if !IsExternal(s.Placement) && (slices.Contains(g.home, id) || g.pick(4) != 0) {
+			return hookEnd(g.launch(), mixEndReasons[g.pick(len(mixEndReasons))], g.providerID())
+		}
 		return bindLaunch(g.launch(), []string{"claude", "codex", "gemini"}[g.pick(3)], id)
 	case 5:
 		return hookEnd(g.launch(), mixEndReasons[g.pick(len(mixEndReasons))], g.providerID())
@@ -610,7 +624,8 @@ func mixCoverage(t *testing.T, g *mixGen) {
 	}
 	for _, reason := range []Reason{"", ReasonInvalidArgument, ReasonAlreadyExists, ReasonAttachmentNotFound,
 		ReasonLeaseHeld, ReasonLeaseNotHeld, ReasonStaleEpoch, ReasonTurnOrder, ReasonNoPendingApproval,
-		ReasonNotFound, ReasonSessionStopped, ReasonBusy, ReasonBudgetExhausted, ReasonMoveState, ReasonDigestMismatch} {
+		ReasonNotFound, ReasonSessionStopped, ReasonBusy, ReasonBudgetExhausted, ReasonMoveState, ReasonDigestMismatch,
+		ReasonExternalRuntime} {
 		if reasons[reason] == 0 {
 			t.Errorf("mix never produced reason %q", reason)
 		}

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"cmp"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -61,11 +63,17 @@ func (a *applier) putLaunch(l *fsmpb.Launch) {
 	a.must(a.launches.Put([]byte(l.LaunchId), buf))
 }
 
-// bindLaunch makes session the launch's default session. Binding again to
-// the same session is a no-op.
+// bindLaunch makes session the launch's default session, served from now
+// on by the launch's provider process: its placement becomes the external
+// runtime of this launch and host. A session that ran on a runtime of the
+// fleet (`fak guard --session`) gets a new epoch for it (epoch.changed,
+// reason launch), which fences its runner; a turn it had running is
+// closed as interrupted by the launch and an open move fails, since no
+// runner of the fleet will finish either. Binding again to the same
+// session is a no-op.
 func (a *applier) bindLaunch(c *fsmpb.Command, cmd *fsmpb.BindLaunch) (*fsmpb.Result, *Error) {
-	if cmd.LaunchId == "" || len(cmd.LaunchId) > MaxSessionIDBytes || len(cmd.Provider) > MaxPlacementFieldBytes {
-		return nil, errorf(ReasonInvalidArgument, "launch id (1-%d bytes) and provider (at most %d bytes) are required", MaxSessionIDBytes, MaxPlacementFieldBytes)
+	if cmd.LaunchId == "" || len(cmd.LaunchId) > MaxSessionIDBytes || len(cmd.Provider) > MaxPlacementFieldBytes || len(cmd.Host) > MaxPlacementFieldBytes {
+		return nil, errorf(ReasonInvalidArgument, "launch id (1-%d bytes) is required; provider and host are at most %d bytes", MaxSessionIDBytes, MaxPlacementFieldBytes)
 	}
 	s, err := a.loadSession(cmd.SessionId)
 	if err != nil {
@@ -84,6 +92,22 @@ func (a *applier) bindLaunch(c *fsmpb.Command, cmd *fsmpb.BindLaunch) (*fsmpb.Re
 	l.DefaultSession = s.SessionId
 	l.UpdatedUnixNano = c.TimeUnixNano
 	a.putLaunch(l)
+	ext := &fsmpb.Placement{RuntimeAdapter: ExternalRuntime, Provider: cmp.Or(cmd.Provider, s.Placement.GetProvider()),
+		LaunchId: cmd.LaunchId, Host: cmd.Host}
+	if !proto.Equal(ext, s.Placement) {
+		a.endOpenMove(c, s, "bound to launch "+cmd.LaunchId+": its agent runs outside the fleet")
+		bumpEpoch(s)
+		s.Placement = ext
+		s.Provider = ext.Provider
+		s.UpdatedUnixNano = c.TimeUnixNano
+		a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (launch)", fact(epochChangeFact{
+			Epoch: s.Epoch, Placement: placementFactOf(s.Placement), Reason: "launch",
+		})))
+		if s.TurnInputSeq != 0 {
+			a.closeTurnInterrupted(c, s, "launch "+cmd.LaunchId, interruptByFact{Launch: cmd.LaunchId})
+		}
+		a.putSession(s)
+	}
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{Action: "bound", Session: s}}}, nil
 }
 

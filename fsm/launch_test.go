@@ -12,11 +12,12 @@ import (
 // Guarded launches and provider hooks: the provider vocabulary table of
 // DESIGN.md §5, as the FSM interprets it.
 
-// guarded creates session s1 (spend limit 1000, context cap 1000) and binds
-// launch L to it for provider.
+// guarded creates session s1 (spend limit 1000, context cap 1000) as the
+// API does for a launch — on the external runtime of launch L — and binds
+// L to it for provider.
 func guarded(t *testing.T, h *harness, provider string) {
 	t.Helper()
-	wantErr(t, h.apply1(createPolicy("s1", budgetPolicy(&fsmpb.Budget{SpendMicros: 1000}, 1000))), "")
+	wantErr(t, h.apply1(createExternal("s1", "L", provider, budgetPolicy(&fsmpb.Budget{SpendMicros: 1000}, 1000))), "")
 	wantBoundary(t, h.apply1(bindLaunch("L", provider, "s1")), "bound", "s1", "")
 }
 
@@ -29,6 +30,13 @@ func TestBindLaunch(t *testing.T) {
 	if l := h.launch("L"); !proto.Equal(l, want) {
 		t.Fatalf("launch %v, want %v", l, want)
 	}
+
+	// s1 ran on echo: binding it makes it the launch's, external, in a new
+	// epoch that fences its runner.
+	if s := h.session("s1"); s.Epoch != 2 || !proto.Equal(s.Placement, externalPlacement("L", "codex")) || s.Provider != "codex" {
+		t.Fatalf("bound session %v", s)
+	}
+	h.wantKinds("s1", 3, KindEpochChanged)
 
 	// Binding moves the default; the launch keeps its creation time.
 	wantBoundary(t, h.apply1(at(tb+1, bindLaunch("L", "codex", "s2"))), "bound", "s2", "")
@@ -72,7 +80,7 @@ func TestProviderStartupBinds(t *testing.T) {
 	if s := h.session("s1"); !proto.Equal(s, got) {
 		t.Fatalf("stored %v, result %v", s, got)
 	}
-	h.wantJournal("s1", withJournal("s1", "3 provider.bound codex A")...)
+	h.wantJournal("s1", "1 session.created title s1", "2 epoch.changed epoch 1: external: codex runs on host laptop (launch L)", "3 provider.bound codex A")
 	wantData := `{"provider":"codex","source":"startup","provider_session_id":"A","launch":"L","metadata":{"model":"gpt","cwd":"/w"}}`
 	if d := string(h.event("s1", 3).Data); d != wantData {
 		t.Fatalf("provider.bound data %s, want %s", d, wantData)
@@ -258,8 +266,8 @@ func TestProviderResumeKeepsSession(t *testing.T) {
 	}
 	h.wantKinds("s1", 5, KindEpochChanged)
 	e := h.event("s1", 5)
-	if e.Text != "epoch 2: echo (resume)" ||
-		string(e.Data) != `{"epoch":2,"placement":{"runtime_adapter":"echo"},"reason":"resume","provider_session_id":"R"}` {
+	if e.Text != "epoch 2: external: claude runs on host laptop (launch L) (resume)" ||
+		string(e.Data) != `{"epoch":2,"placement":{"runtime_adapter":"external","provider":"claude","launch_id":"L","host":"laptop"},"reason":"resume","provider_session_id":"R"}` {
 		t.Fatalf("epoch.changed %v data %s", e, e.Data)
 	}
 	if l := h.launch("L"); l.DefaultSession != "s1" || l.ProviderSessionId != "R" {

@@ -73,9 +73,24 @@ func forkCmd(source string, atSeq uint64, forkID, providerSessionID string) *fsm
 	}}}
 }
 
+// externalPlacement is the placement of a session launch serves, as the
+// API creates a guarded session (host laptop).
+func externalPlacement(launch, provider string) *fsmpb.Placement {
+	return &fsmpb.Placement{RuntimeAdapter: ExternalRuntime, Provider: provider, LaunchId: launch, Host: "laptop"}
+}
+
+// createExternal creates id as the API creates a guarded launch's session:
+// on the external runtime of launch, on host laptop.
+func createExternal(id, launch, provider string, p *fsmpb.Policy) *fsmpb.Command {
+	c := createPolicy(id, p)
+	c.GetCreateSession().Placement = externalPlacement(launch, provider)
+	return c
+}
+
+// bindLaunch binds launch to id from host laptop.
 func bindLaunch(launch, provider, id string) *fsmpb.Command {
 	return &fsmpb.Command{Body: &fsmpb.Command_BindLaunch{BindLaunch: &fsmpb.BindLaunch{
-		LaunchId: launch, Provider: provider, SessionId: id,
+		LaunchId: launch, Provider: provider, SessionId: id, Host: "laptop",
 	}}}
 }
 

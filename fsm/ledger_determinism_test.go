@@ -28,39 +28,44 @@ func ledgerLog(t *testing.T) (log []*raft.Log, want [][]*fsmpb.Result) {
 		return &fsmpb.Policy{Limits: &fsmpb.Budget{Turns: 50, SpendMicros: uint64(2000 + i)}, ContextCap: 3000,
 			Priority: fmt.Sprint("p", i%3), Pace: "steady", QaEnvelope: "qa"}
 	}
+	// Each launch binds a session (the guard's, which becomes external);
+	// beside each, a session the fleet runs takes the inputs and turns.
 	const n = 6
 	for i := range n {
-		id := fmt.Sprintf("s%d", i)
+		id, run := fmt.Sprintf("s%d", i), fmt.Sprintf("r%d", i)
 		add(req("create-"+id, createPolicy(id, pol(i))),
-			bindLaunch(fmt.Sprintf("L%d", i), []string{"claude", "codex", "gemini"}[i%3], id))
+			bindLaunch(fmt.Sprintf("L%d", i), []string{"claude", "codex", "gemini"}[i%3], id),
+			createPolicy(run, pol(i)), attachCmd(run, "a1", "terminal", "tty", MaxTTL), takeLease(run, "a1", false, MaxTTL))
 	}
 	for round := range 12 {
 		var cmds []*fsmpb.Command
 		for i := range n {
-			l := fmt.Sprintf("L%d", i)
+			l, run := fmt.Sprintf("L%d", i), fmt.Sprintf("r%d", i)
 			id := gen.launch(l).DefaultSession
-			s := gen.session(id)
+			s, rs := gen.session(id), gen.session(run)
 			pid := fmt.Sprintf("p%d-%d", i, round)
 			if gen.attachment(id, "a1") == nil {
 				cmds = append(cmds, attachCmd(id, "a1", "terminal", "tty", MaxTTL), takeLease(id, "a1", false, MaxTTL))
 			}
 			cmds = append(cmds,
-				submitInput(id, "a1", s.Epoch, fmt.Sprint("in ", round)),
+				submitInput(id, "a1", s.Epoch, fmt.Sprint("in ", round)), // EXTERNAL_RUNTIME
+				submitInput(run, "a1", rs.Epoch, fmt.Sprint("in ", round)),
 				recordUsage(id, &fsmpb.Budget{Turns: 1, SpendMicros: 250, ToolCalls: 1}, 290),
 				launchUsage(l, &fsmpb.Budget{Queries: 1, OutputTokens: 40}, 100),
 			)
 			var start []*fsmpb.EventInput
-			if s.TurnInputSeq == 0 {
+			if rs.TurnInputSeq == 0 {
 				start = append(start, ev(KindTurnStarted, ""))
 			}
 			switch (round + i) % 6 {
 			case 0:
-				cmds = append(cmds, fresh(id, pid), runnerAppend(id, s.Epoch+1, ev(KindTurnStarted, "")))
+				cmds = append(cmds, fresh(id, pid), runnerAppend(id, s.Epoch+1, ev(KindTurnStarted, "")),
+					fresh(run, pid), runnerAppend(run, rs.Epoch+1, ev(KindTurnStarted, "")))
 			case 1:
-				cmds = append(cmds, runnerAppend(id, s.Epoch, append(start, ev(KindOutput, "o"))...),
-					reset(id, pid), // BUSY
-					runnerAppend(id, s.Epoch, ev(KindTurnCompleted, "")),
-					reset(id, pid))
+				cmds = append(cmds, runnerAppend(run, rs.Epoch, append(start, ev(KindOutput, "o"))...),
+					reset(run, pid), // BUSY
+					runnerAppend(run, rs.Epoch, ev(KindTurnCompleted, "")),
+					reset(run, pid), reset(id, pid))
 			case 2:
 				cmds = append(cmds, hookStart(l, "startup", pid), hookStart(l, "startup", pid), hookStart(l, "resume", pid+"r"),
 					runnerAppend(id, s.Epoch, ev(KindOutput, "stale"))) // the resume moved the epoch
@@ -131,7 +136,7 @@ func TestLedgerLogCoverage(t *testing.T) {
 		}
 	}
 	t.Logf("reasons %v, actions %v", reasons, actions)
-	for _, reason := range []Reason{"", ReasonBusy, ReasonBudgetExhausted, ReasonInvalidArgument, ReasonSessionStopped, ReasonStaleEpoch} {
+	for _, reason := range []Reason{"", ReasonBusy, ReasonBudgetExhausted, ReasonInvalidArgument, ReasonSessionStopped, ReasonStaleEpoch, ReasonExternalRuntime} {
 		if reasons[reason] == 0 {
 			t.Errorf("ledger log never produced reason %q", reason)
 		}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -114,6 +115,9 @@ func (a *applier) requestMove(c *fsmpb.Command, cmd *fsmpb.RequestMove) (*fsmpb.
 	if target == nil {
 		target = &fsmpb.Placement{}
 	}
+	if IsExternal(target) {
+		return nil, errorf(ReasonInvalidArgument, "a move cannot make a session %s: fak guard binds that runtime", ExternalRuntime)
+	}
 	if err := validPlacement(target); err != nil {
 		return nil, err
 	}
@@ -130,8 +134,19 @@ func (a *applier) requestMove(c *fsmpb.Command, cmd *fsmpb.RequestMove) (*fsmpb.
 	if err := activeSession(s); err != nil {
 		return nil, err
 	}
+	if err := refuseExternal(s, "a move"); err != nil {
+		return nil, err
+	}
 	if MoveOpen(s.Move) {
 		return nil, errorf(ReasonBusy, "move %s of session %s is in progress (%s)", s.Move.MoveId, s.SessionId, s.Move.State)
+	}
+	if target.Node != "" || target.RuntimeAdapter != "" {
+		// The runtime the destination must have: the one named, else the
+		// session's own.
+		want := &fsmpb.Placement{Node: target.Node, RuntimeAdapter: cmp.Or(target.RuntimeAdapter, s.Placement.GetRuntimeAdapter())}
+		if err := a.checkRuntime(want); err != nil {
+			return nil, err
+		}
 	}
 	if target.Node != "" && target.Node == s.Placement.GetNode() &&
 		(target.Model == "" || target.Model == s.Placement.GetModel()) &&
@@ -147,7 +162,14 @@ func (a *applier) requestMove(c *fsmpb.Command, cmd *fsmpb.RequestMove) (*fsmpb.
 		AcceptDegradation: cmd.AcceptDegradation,
 	}
 	a.transition(c, s, MoveSafePointRequested, KindMoveRequested, "move requested: "+s.Move.SourceNode+" → "+orAny(target.Node),
-		moveFact{Cause: cmd.Cause, From: s.Move.SourceNode, To: target.Node, SourceEpoch: s.Epoch})
+		moveFact{Cause: cmd.Cause, From: s.Move.SourceNode, To: target.Node, SourceEpoch: s.Epoch, Interrupt: cmd.Interrupt})
+	if cmd.Interrupt && s.TurnInputSeq != 0 {
+		// The safe point, induced: the turn in flight ends here, so the
+		// source runner can checkpoint at once instead of letting it
+		// finish.
+		a.closeTurnInterrupted(c, s, "move "+cmd.MoveId, interruptByFact{Move: cmd.MoveId})
+		a.putSession(s)
+	}
 	return moveResult(s), nil
 }
 

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -75,4 +76,45 @@ func (a *applier) putNode(n *fsmpb.NodeRecord) {
 		panic("fsm: marshal node: " + err.Error())
 	}
 	a.must(a.nodes.Put([]byte(n.Name), buf))
+}
+
+// checkRuntime refuses a placement no node could run: its runtime adapter
+// is advertised by no node record, or its node has a record without it
+// (NO_SUCH_RUNTIME, naming the runtimes there are). The external runtime
+// runs on no node and is exempt. With no node record at all nothing is
+// refused: the leader commits the records just after a fleet forms, and a
+// session created before that is run once they exist.
+func (a *applier) checkRuntime(p *fsmpb.Placement) *Error {
+	rt := p.GetRuntimeAdapter()
+	if rt == "" || IsExternal(p) {
+		return nil
+	}
+	var fleet []string
+	records, found := 0, false
+	cur := a.nodes.Cursor() // in key order: the same on every replica
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		records++
+		var n fsmpb.NodeRecord
+		if err := proto.Unmarshal(v, &n); err != nil {
+			panic("fsm: corrupt node record: " + err.Error())
+		}
+		if n.Name == p.GetNode() && !slices.Contains(n.RuntimeAdapters, rt) {
+			return errorf(ReasonNoSuchRuntime, "node %s has no runtime %q (it has %s)", n.Name, rt, listOrNone(n.RuntimeAdapters))
+		}
+		found = found || slices.Contains(n.RuntimeAdapters, rt)
+		fleet = append(fleet, n.RuntimeAdapters...)
+	}
+	if found || records == 0 {
+		return nil
+	}
+	slices.Sort(fleet)
+	return errorf(ReasonNoSuchRuntime, "no node of the fleet has runtime %q (the fleet has %s)", rt, listOrNone(slices.Compact(fleet)))
+}
+
+// listOrNone is "a, b, c", or "none".
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -24,7 +24,7 @@ func fleetIDs(fl *Fleet) []string {
 
 func TestFleetCountsAndPages(t *testing.T) {
 	h := newHarness(t)
-	h.apply(registerNode(&fsmpb.NodeRecord{Name: "n2", Capacity: 4}), registerNode(&fsmpb.NodeRecord{Name: "n1"}))
+	h.apply(registerNode(&fsmpb.NodeRecord{Name: "n2", Capacity: 4, RuntimeAdapters: []string{"echo"}}), registerNode(&fsmpb.NodeRecord{Name: "n1", RuntimeAdapters: []string{"echo"}}))
 	h.apply(createOn("s1", "n1"), createOn("s2", "n1"), createOn("s3", "n2"), createOn("s4", "n2"), createOn("s5", "n1"))
 	h.apply(stop("s2", "done"))
 	h.apply(attachT("s3", "a1"), takeLease("s3", "a1", false, 30*sec))

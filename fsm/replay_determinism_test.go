@@ -100,14 +100,34 @@ func fullLog(t *testing.T) (log []*raft.Log, want [][]*fsmpb.Result, gen *harnes
 	ok(attachCmd("w", "a3", "hook", "h", 2*sec), detach("w", "a2", ""), detach("w", "a2", ""))
 	ok(later(3*sec, detach("w", "a3", DetachExpired)), detach("w", "a1", DetachExpired)) // a1 lives: a no-op
 
-	// A guarded launch through every provider hook and ledger operation.
-	ok(createPolicy("g", budgetPolicy(&fsmpb.Budget{Turns: 50}, 4000)), bindLaunch("L1", "claude", "g"), bindLaunch("L1", "claude", "g"))
-	ok(hookStart("L1", "startup", "p1"), hookStart("L1", "startup", "p1"), withMetadata(hookStart("L1", "compact", "p1"), `{"trigger":"auto"}`))
-	ok(hookStart("L1", "resume", "p2"), launchUsage("L1", &fsmpb.Budget{Queries: 1, OutputTokens: 40}, 300))
-	ok(fresh("g", "p3"), attachT("g", "t1"), takeLease("g", "t1", false, MaxTTL))
+	// Interrupts: by the lease holder, then by a move that induces its
+	// safe point.
+	ok(createOn("i", "n1"), attachT("i", "a1"), attachT("i", "a2"), takeLease("i", "a1", false, MaxTTL))
+	no(ReasonNoTurnRunning, interruptTurn("i", "a1", 1))
+	ok(submitInput("i", "a1", 1, "long"), runnerAppend("i", 1, ev(KindTurnStarted, "")))
+	no(ReasonLeaseNotHeld, interruptTurn("i", "a2", 1))
+	ok(interruptTurn("i", "a1", 1))
+	no(ReasonNoTurnRunning, interruptTurn("i", "a1", 1))
+	no(ReasonTurnOrder, runnerAppend("i", 1, ev(KindTurnCompleted, "late")))
+	ok(submitInput("i", "a1", 1, "again"), runnerAppend("i", 1, ev(KindTurnStarted, "")))
+	mi := moveTo("i", "mvi", "n2")
+	mi.GetRequestMove().Interrupt = true
+	ok(mi)
+	cpi := head("i")
+	ok(moveCheckpoint("i", "mvi", 1, cpi, gen.digest("i", cpi)))
+
+	// A session the fleet ran until a guarded launch took it over, with a
+	// turn in flight; then every provider hook and ledger operation.
+	ok(createPolicy("g", budgetPolicy(&fsmpb.Budget{Turns: 50}, 4000)), attachT("g", "t1"), takeLease("g", "t1", false, MaxTTL))
 	ok(submitInput("g", "t1", epoch("g"), "work"), runnerAppend("g", epoch("g"), ev(KindTurnStarted, "")))
 	no(ReasonBusy, reset("g", "p4"))
 	ok(runnerAppend("g", epoch("g"), ev(KindTurnCompleted, "")), reset("g", "p4"))
+	ok(submitInput("g", "t1", epoch("g"), "more"), runnerAppend("g", epoch("g"), ev(KindTurnStarted, "")))
+	ok(bindLaunch("L1", "claude", "g"), bindLaunch("L1", "claude", "g")) // the turn ends; then a no-op
+	no(ReasonExternalRuntime, submitInput("g", "t1", epoch("g"), "typed"), interruptTurn("g", "t1", epoch("g")), moveTo("g", "mvg", "n2"))
+	ok(hookStart("L1", "startup", "p1"), hookStart("L1", "startup", "p1"), withMetadata(hookStart("L1", "compact", "p1"), `{"trigger":"auto"}`))
+	ok(hookStart("L1", "resume", "p2"), launchUsage("L1", &fsmpb.Budget{Queries: 1, OutputTokens: 40}, 300))
+	ok(fresh("g", "p3"))
 	ok(forkCmd("g", 3, "gf", "pf"), forkCmd("g", 3, "gf", "pf")) // then a no-op
 	no(ReasonAlreadyExists, forkCmd("g", 0, "w", ""))
 	no(ReasonInvalidArgument, reset("g", ""), forkCmd("g", 999, "gf2", ""), hookStart("L1", "bogus", "p8"))

@@ -15,13 +15,14 @@ import (
 )
 
 // TestScenarios runs the rule scripts in testdata/{journal,lease,ledger,
-// budget,move}: each file is one fresh FSM driven by a small command
-// language, every command printing its result and the events it journaled.
+// budget,move,turn,external,capabilities}: each file is one fresh FSM
+// driven by a small command language, every command printing its result
+// and the events it journaled.
 // `go test ./fsm -run Scenario -rewrite` regenerates the expected output;
 // read the diff before committing it. The language:
 //
 //	at 30s                          the leader's time for the next commands (from 0s)
-//	create S [node= model= provider= adapter= account=] [turns= output_tokens=
+//	create S [node= model= provider= adapter= account= launch= host=] [turns= output_tokens=
 //	       queries= spend= tool_calls= context=] [recover=manual]
 //	stop S [reason=R]
 //	append S [expect=N]             input: one event a line, "kind text"
@@ -29,22 +30,26 @@ import (
 //	take-lease S A [steal] [ttl=30s]
 //	renew-lease S A [ttl=]          release-lease S [A] [reason=R]
 //	input S A [epoch=N]             input: the text (epoch: the current one)
+//	interrupt S A [epoch=N]         the lease holder interrupts the running turn
 //	answer S A seq=N [approve] [note=W]
 //	runner S [epoch=N]              input: one event a line, "kind text"
 //	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= context=]
 //	fresh|reset S id=P              clear S id=P [source=new] [reason=R] [provider=X]
-//	fork S as=F [at=N] [id=P]       bind-launch L S [provider=X]    hook L SOURCE id=P
-//	move-request S M [to=N] [model=] [provider=] [cause=operator] [accept-degradation]
+//	fork S as=F [at=N] [id=P]       bind-launch L S [provider=X] [host=H]    hook L SOURCE id=P
+//	register-node N [adapters=(echo,exec)]   a node record offering those runtimes
+//	move-request S M [to=N] [model=] [provider=] [adapter=] [cause=operator] [accept-degradation] [interrupt]
 //	move-checkpoint S M [epoch=N] [seq=N] [digest=bad]
 //	move-admit S M [node=N] [degradation=(...)]
 //	move-restore S M [epoch=N] [digest=bad]    move-cutover S M
 //	move-fail S M [unsafe]          input: the reason
 //	journal S [from=N] [data]       session S       envelope S
+//	caps S [A] [role=operator]      the capability set as attachment A (none: an
+//	                                observer) with a token of role sees it
 //
 // Any command takes req=ID (its request id). A clear/new child's derived
 // id prints as PARENT/PROVIDER-ID and may be used as such in later commands.
 func TestScenarios(t *testing.T) {
-	for _, rule := range []string{"journal", "lease", "ledger", "budget", "move"} {
+	for _, rule := range []string{"journal", "lease", "ledger", "budget", "move", "turn", "external", "capabilities"} {
 		datadriven.Walk(t, filepath.Join("testdata", rule), func(t *testing.T, path string) {
 			sc := &scenario{h: newHarness(t), alias: map[string]string{}}
 			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
@@ -129,6 +134,12 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		return sc.events(pos(0), num("from", 1), td.HasArg("data"))
 	case "session":
 		return sc.session(cur())
+	case "caps":
+		var at *fsmpb.Attachment
+		if len(p) > 1 {
+			at = &fsmpb.Attachment{AttachmentId: pos(1)}
+		}
+		return strings.TrimSuffix(renderCaps(Capabilities(cur(), at, Role(val("role", RoleOperator)), t0+sc.now)), "\n")
 	case "envelope":
 		e, err := h.f.Envelope(cur().EnvelopeId)
 		if err != nil {
@@ -139,7 +150,7 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 	case "create":
 		c = create(pos(0))
 		c.GetCreateSession().Placement = &fsmpb.Placement{RuntimeAdapter: val("adapter", ""), Provider: val("provider", ""),
-			AccountRef: val("account", ""), Model: val("model", ""), Node: val("node", "")}
+			AccountRef: val("account", ""), Model: val("model", ""), Node: val("node", ""), LaunchId: val("launch", ""), Host: val("host", "")}
 		c.GetCreateSession().Policy = &fsmpb.Policy{Limits: budget(), ContextCap: num("context", 0), Recover: val("recover", "")}
 	case "stop":
 		c = stop(pos(0), val("reason", ""))
@@ -165,6 +176,8 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c = releaseLease(pos(0), a, val("reason", ""))
 	case "input":
 		c = submitInput(pos(0), pos(1), num("epoch", cur().Epoch), td.Input)
+	case "interrupt":
+		c = interruptTurn(pos(0), pos(1), num("epoch", cur().Epoch))
 	case "answer":
 		c = answerApproval(pos(0), pos(1), num("seq", 0), td.HasArg("approve"), val("note", ""))
 	case "runner":
@@ -185,12 +198,17 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c = forkCmd(pos(0), num("at", 0), val("as", ""), val("id", ""))
 	case "bind-launch":
 		c = bindLaunch(p[0], val("provider", ""), pos(1))
+		c.GetBindLaunch().Host = val("host", "laptop")
+	case "register-node":
+		adapters, _ := td.Arg("adapters")
+		c = registerNode(&fsmpb.NodeRecord{Name: p[0], RuntimeAdapters: adapters.Vals})
 	case "hook":
 		c = hookStart(p[0], p[1], val("id", ""))
 	case "move-request":
-		target := &fsmpb.Placement{Node: val("to", ""), Model: val("model", ""), Provider: val("provider", "")}
+		target := &fsmpb.Placement{Node: val("to", ""), Model: val("model", ""), Provider: val("provider", ""), RuntimeAdapter: val("adapter", "")}
 		c = requestMove(pos(0), pos(1), target, val("cause", MoveCauseOperator))
 		c.GetRequestMove().AcceptDegradation = td.HasArg("accept-degradation")
+		c.GetRequestMove().Interrupt = td.HasArg("interrupt")
 	case "move-checkpoint":
 		s := cur()
 		seq := num("seq", s.HeadSeq)
@@ -370,7 +388,8 @@ func rel(ns int64) string { return time.Duration(ns - t0).String() }
 func placementText(p *fsmpb.Placement) string {
 	var out []string
 	for _, f := range [][2]string{{"adapter", p.GetRuntimeAdapter()}, {"provider", p.GetProvider()},
-		{"model", p.GetModel()}, {"account", p.GetAccountRef()}, {"node", p.GetNode()}} {
+		{"model", p.GetModel()}, {"account", p.GetAccountRef()}, {"node", p.GetNode()},
+		{"launch", p.GetLaunchId()}, {"host", p.GetHost()}} {
 		if f[1] != "" {
 			out = append(out, f[0]+"="+f[1])
 		}

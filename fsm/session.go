@@ -82,6 +82,9 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	if err := validPlacement(placement); err != nil {
 		return nil, err
 	}
+	if err := a.checkRuntime(placement); err != nil {
+		return nil, err
+	}
 	if err := validRecover(cmd.Policy.GetRecover()); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,10 @@ type Options struct {
 	SessionID string
 	// Addr is the base URL of a fak node; Token its API token (may be empty).
 	Addr, Token string
+	// Host names this machine to the fleet: the session's placement is the
+	// external runtime of the launch on this host, and other clients are
+	// told the agent runs there. Empty: os.Hostname().
+	Host string
 	// TLS is the client TLS configuration for an https Addr (nil: Go's
 	// defaults; a fleet with mutual TLS needs a client certificate).
 	TLS *tls.Config
@@ -75,11 +79,14 @@ func Run(ctx context.Context, o Options) (int, error) {
 	}
 	client := fakv1connect.NewLifecycleServiceClient(httpClient, o.Addr, opts...)
 
+	if o.Host == "" {
+		o.Host, _ = os.Hostname() // unknown: the fleet shows no host
+	}
 	launchID := "lnc_" + randomHex(12)
 	bindCtx, cancel := context.WithTimeout(ctx, bindTimeout)
 	bound, err := client.BindLaunch(bindCtx, connect.NewRequest(&fakv1.BindLaunchRequest{
 		LaunchId: launchID, Provider: o.Provider, SessionId: o.SessionID,
-		Title: o.Provider + " in " + o.Cwd,
+		Title: o.Provider + " in " + o.Cwd, Host: o.Host,
 	}))
 	cancel()
 	if err != nil {

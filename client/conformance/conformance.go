@@ -38,6 +38,10 @@ type Case struct {
 	// As is the attachment the descriptor is described for ("" for an
 	// observer that has not attached).
 	As string `json:"as"`
+	// Role is the token role of the caller the descriptor was described
+	// for (read, agent; "" for operator). Clients never see it: they render
+	// the descriptor's capability set, which already reflects it.
+	Role string `json:"role"`
 	// Actions are the controls a user triggers on this descriptor; each is
 	// one (descriptor, action) check.
 	Actions []string `json:"actions"`

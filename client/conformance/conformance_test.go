@@ -7,14 +7,23 @@ import (
 )
 
 // states are every state the fleet's capability function (capability set
-// version 3) gives a control, with the handoff; the corpus must hold each
-// in some case, and trigger it as an action in some case.
-var states = []string{
+// version 4) gives a control, with the handoff; the corpus must hold each
+// in some case, and trigger it as an action in some case. Every control
+// is also PERMISSION_DENIED for a read token (permissionDenied).
+var states = append([]string{
 	"input.text available",
 	"input.text unavailable SESSION_STOPPED → fakctl session describe ses_conf",
+	"input.text unavailable EXTERNAL_RUNTIME → fakctl launch describe lch_conf",
 	"input.text unavailable NOT_ATTACHED → attach",
 	"input.text unavailable LEASE_NOT_HELD → lease.steal",
 	"input.text unavailable LEASE_NOT_HELD → lease.take",
+	"turn.interrupt available",
+	"turn.interrupt unavailable SESSION_STOPPED → fakctl session describe ses_conf",
+	"turn.interrupt unavailable EXTERNAL_RUNTIME → fakctl launch describe lch_conf",
+	"turn.interrupt unavailable NOT_ATTACHED → attach",
+	"turn.interrupt unavailable LEASE_NOT_HELD → lease.steal",
+	"turn.interrupt unavailable LEASE_NOT_HELD → lease.take",
+	"turn.interrupt unavailable NO_TURN_RUNNING",
 	"lease.take available",
 	"lease.take unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"lease.take unavailable NOT_ATTACHED → attach",
@@ -30,6 +39,7 @@ var states = []string{
 	"approval.answer available",
 	"approval.answer unavailable NOT_ATTACHED → attach",
 	"approval.answer unavailable NO_PENDING_APPROVAL",
+	"approval.answer unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"session.stop available",
 	"session.stop unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"session.fresh available",
@@ -45,8 +55,20 @@ var states = []string{
 	"session.move available",
 	"session.move unavailable SESSION_STOPPED → fakctl session describe ses_conf",
 	"session.move unavailable BUSY → fakctl session move-status ses_conf",
+	"session.move unavailable EXTERNAL_RUNTIME → fakctl launch describe lch_conf",
 	"detach available",
 	"detach unavailable NOT_ATTACHED → attach",
+}, permissionDenied()...)
+
+// permissionDenied is every control refused to a role that may not use
+// it: all of them for a read token.
+func permissionDenied() []string {
+	var out []string
+	for _, c := range []string{"input.text", "turn.interrupt", "lease.take", "lease.release", "lease.steal", "approval.answer",
+		"session.stop", "session.fresh", "session.reset", "session.clear", "session.new", "session.fork", "session.move", "detach"} {
+		out = append(out, c+" unavailable PERMISSION_DENIED")
+	}
+	return out
 }
 
 // TestCorpus: the corpus loads, is consistent (Parse), holds every state
@@ -161,7 +183,7 @@ func TestCompareBites(t *testing.T) {
 			return ps
 		}, "input.text: presented available, want unavailable LEASE_NOT_HELD → lease.steal"},
 		{"handoff dropped", func(ps []Presented) []Presented {
-			ps[1].Handoff = ""
+			ps[2].Handoff = ""
 			return ps
 		}, "lease.take: presented unavailable LEASE_HELD, want unavailable LEASE_HELD → lease.steal"},
 		{"message replaced", func(ps []Presented) []Presented {
@@ -173,7 +195,7 @@ func TestCompareBites(t *testing.T) {
 			return ps
 		}, `input.text: the text shown, "the input lease is held by browser bob → lease.steal", does not show "LEASE_NOT_HELD"`},
 		{"unsupported", func(ps []Presented) []Presented {
-			ps[3] = Presented{Control: "lease.steal", Reason: ReasonUnsupported, Text: ReasonUnsupported}
+			ps[4] = Presented{Control: "lease.steal", Reason: ReasonUnsupported, Text: ReasonUnsupported}
 			return ps
 		}, "lease.steal: presented unavailable UNSUPPORTED, want available"},
 	} {

@@ -18,11 +18,15 @@ type Placement struct {
 	AccountRef     string `json:"account_ref,omitempty"`
 	Model          string `json:"model,omitempty"`
 	Node           string `json:"node,omitempty"`
+	// The external runtime's launch and host.
+	LaunchID string `json:"launch_id,omitempty"`
+	Host     string `json:"host,omitempty"`
 }
 
 // API is the placement as the API's message.
 func (p Placement) API() *fakv1.Placement {
-	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node}
+	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
+		LaunchId: p.LaunchID, Host: p.Host}
 }
 
 // EpochChange is the fact of epoch.changed (fsm: epochFact for a session's
@@ -167,19 +171,35 @@ type Move struct {
 	Reason        string     `json:"reason,omitempty"`
 	Phase         string     `json:"phase,omitempty"`
 	ElapsedNanos  int64      `json:"elapsed_nanos,omitempty"`
+	Interrupt     bool       `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
 }
 
 // Turn is the fact of turn.started and turn.completed as the runner writes
-// it (node/runner: turnFact); a runtime may add facts of its own, which
-// Decode ignores.
+// it (node/runner: turnFact), and of the turn.completed the fleet writes
+// when it interrupts a turn (fsm: interruptFact: status interrupted, By);
+// a runtime may add facts of its own, which Decode ignores.
 type Turn struct {
-	Status   string `json:"status,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	InputSeq uint64 `json:"input_seq"`
-	Node     string `json:"node,omitempty"`
-	Adapter  string `json:"adapter,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Status   string  `json:"status,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	InputSeq uint64  `json:"input_seq"`
+	Node     string  `json:"node,omitempty"`
+	Adapter  string  `json:"adapter,omitempty"`
+	Error    string  `json:"error,omitempty"`
+	By       *TurnBy `json:"by,omitempty"`
 }
+
+// TurnBy names who interrupted a turn (fsm: interruptByFact): an
+// attachment, a move, or a launch that took the session over.
+type TurnBy struct {
+	AttachmentID string `json:"attachment_id,omitempty"`
+	ClientKind   string `json:"client_kind,omitempty"`
+	ClientName   string `json:"client_name,omitempty"`
+	Move         string `json:"move,omitempty"`
+	Launch       string `json:"launch,omitempty"`
+}
+
+// StatusInterrupted is the status of a turn closed before it finished.
+const StatusInterrupted = "interrupted"
 
 // Tool is the fact of tool.call, tool.result and approval.requested as
 // runtimes write it (the echo runtime's toolFact): the tool, its

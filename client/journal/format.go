@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,10 +13,19 @@ import (
 )
 
 // FormatPlacement renders a placement tuple on one line, leaving out what
-// is not set: "echo on n1, model m, provider p, account a".
+// is not set: "echo on n1, model m, provider p, account a"; an external
+// one as "external: claude on host laptop-7, launch lch_1".
 func FormatPlacement(p *fakv1.Placement) string {
 	if p == nil {
 		return ""
+	}
+	if p.GetRuntimeAdapter() == "external" {
+		// A guarded launch's agent, on the user's machine: no node runs it.
+		s := "external: " + cmp.Or(p.GetProvider(), "the agent")
+		if p.GetHost() != "" {
+			s += " on host " + p.GetHost()
+		}
+		return s + ", launch " + p.GetLaunchId()
 	}
 	s := p.GetRuntimeAdapter()
 	if s == "" {

@@ -134,8 +134,17 @@ func scenario(t *testing.T) *fleet {
 	fl.ok(cmd(&fsmpb.Command_FreshSession{FreshSession: &fsmpb.FreshSession{SessionId: s1, ProviderSessionId: "fak_f1"}}))
 	fl.ok(cmd(&fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{SessionId: s1, AttachmentId: "att-1", ExpectedEpoch: 2, Text: "dropped"}}))
 	fl.ok(cmd(&fsmpb.Command_ResetSession{ResetSession: &fsmpb.ResetSession{SessionId: s1, ProviderSessionId: "fak_r1"}}))
-	// A guarded launch: the provider's hooks.
-	fl.ok(cmd(&fsmpb.Command_BindLaunch{BindLaunch: &fsmpb.BindLaunch{LaunchId: "l1", Provider: "claude", SessionId: s1}}))
+	// A turn the lease holder interrupts: the fleet closes it.
+	in = fl.ok(cmd(&fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{SessionId: s1, AttachmentId: "att-1", ExpectedEpoch: 2, Text: "long"}}))
+	fl.ok(cmd(&fsmpb.Command_RunnerAppend{RunnerAppend: &fsmpb.RunnerAppend{SessionId: s1, Epoch: 2, Events: []*fsmpb.EventInput{
+		{Kind: fsm.KindTurnStarted, Text: "echo on n1", Data: jsonOf(map[string]any{"input_seq": in.GetAppend().GetFirstSeq(), "node": "n1", "adapter": "echo"})},
+	}}}))
+	fl.ok(cmd(&fsmpb.Command_InterruptTurn{InterruptTurn: &fsmpb.InterruptTurn{SessionId: s1, AttachmentId: "att-1", ExpectedEpoch: 2}}))
+	// A guarded launch, its session external (as the API creates it): the
+	// provider's hooks.
+	fl.ok(cmd(&fsmpb.Command_CreateSession{CreateSession: &fsmpb.CreateSession{SessionId: "g1", Title: "claude in /x",
+		Placement: &fsmpb.Placement{RuntimeAdapter: fsm.ExternalRuntime, Provider: "claude", LaunchId: "l1", Host: "laptop"}}}))
+	fl.ok(cmd(&fsmpb.Command_BindLaunch{BindLaunch: &fsmpb.BindLaunch{LaunchId: "l1", Provider: "claude", SessionId: "g1", Host: "laptop"}}))
 	fl.ok(cmd(&fsmpb.Command_ProviderSessionStart{ProviderSessionStart: &fsmpb.ProviderSessionStart{LaunchId: "l1", Source: "startup", ProviderSessionId: "p1", Metadata: []byte(`{"cwd":"/x"}`)}}))
 	fl.ok(cmd(&fsmpb.Command_ProviderSessionStart{ProviderSessionStart: &fsmpb.ProviderSessionStart{LaunchId: "l1", Source: "compact", ProviderSessionId: "p1"}}))
 	fl.ok(cmd(&fsmpb.Command_ProviderSessionStart{ProviderSessionStart: &fsmpb.ProviderSessionStart{LaunchId: "l1", Source: "resume", ProviderSessionId: "p2"}}))
@@ -158,7 +167,7 @@ func scenario(t *testing.T) *fleet {
 		Placement: &fsmpb.Placement{RuntimeAdapter: "echo", Model: "m1", Node: "n2"}, Checks: []string{"alive", "capacity"}}}))
 	fl.ok(cmd(&fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{SessionId: s1, MoveId: "mov_1", NewEpoch: fsm.NextEpoch(s), Digest: digest}}))
 	fl.ok(cmd(&fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{SessionId: s1, MoveId: "mov_1"}}))
-	fl.ok(cmd(&fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{SessionId: s1, MoveId: "mov_2", Cause: fsm.MoveCauseDrain}}))
+	fl.ok(cmd(&fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{SessionId: s1, MoveId: "mov_2", Cause: fsm.MoveCauseDrain, Interrupt: true}}))
 	fl.ok(cmd(&fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{SessionId: s1, MoveId: "mov_2", Reason: "no node admits it"}}))
 	fl.ok(cmd(&fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{SessionId: s1, MoveId: "mov_3", Target: &fsmpb.Placement{Node: "n1"}, Cause: fsm.MoveCauseOperator}}))
 	fl.ok(cmd(&fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{SessionId: s1, MoveId: "mov_3", Reason: "no safe point within 1s", Unsafe: true}}))
@@ -185,8 +194,9 @@ func TestEveryKindDecodes(t *testing.T) {
 	}
 	yes := true
 	want := map[string]journal.Fact{
-		journal.KindSessionCreated:    nil,
-		journal.KindEpochChanged:      journal.EpochChange{Epoch: 1, Placement: echo("n1")},
+		journal.KindSessionCreated: nil,
+		journal.KindEpochChanged: journal.EpochChange{Epoch: 1, Placement: &journal.Placement{
+			RuntimeAdapter: "external", Provider: "claude", LaunchID: "l1", Host: "laptop"}},
 		journal.KindAttachmentJoined:  journal.Attachment{AttachmentID: "att-1", ClientKind: "terminal", ClientName: "alice", Node: "n1", Capabilities: []string{"input.text", "approval.answer"}},
 		journal.KindLeaseTaken:        journal.Lease{AttachmentID: "att-1", ClientKind: "terminal", ClientName: "alice", ExpiresUnixNano: at(4) + ttl},
 		journal.KindLeaseReleased:     journal.Lease{AttachmentID: "att-2", ClientKind: "browser", Reason: "released"},
@@ -206,11 +216,11 @@ func TestEveryKindDecodes(t *testing.T) {
 		journal.KindCompaction:        journal.Provider{Provider: "claude", Source: "compact", ProviderSessionID: "p1", Launch: "l1"},
 		journal.KindProviderBound:     journal.Provider{Provider: "claude", Source: "startup", ProviderSessionID: "p1", Launch: "l1", Metadata: json.RawMessage(`{"cwd":"/x"}`)},
 		journal.KindProviderEnd:       journal.Provider{Provider: "claude", Reason: "logout", ProviderSessionID: "p2", Launch: "l1"},
-		journal.KindMoveRequested:     journal.Move{MoveID: "mov_1", State: fsm.MoveSafePointRequested, Cause: "operator", From: "n1", To: "n2", SourceEpoch: 3},
-		journal.KindMoveCheckpointed:  journal.Move{MoveID: "mov_1", State: fsm.MoveCheckpointed, SourceEpoch: 3, CheckpointSeq: 29, Digest: strings.Repeat("ab", 32), ElapsedNanos: tick},
+		journal.KindMoveRequested:     journal.Move{MoveID: "mov_1", State: fsm.MoveSafePointRequested, Cause: "operator", From: "n1", To: "n2", SourceEpoch: 2},
+		journal.KindMoveCheckpointed:  journal.Move{MoveID: "mov_1", State: fsm.MoveCheckpointed, SourceEpoch: 2, CheckpointSeq: 28, Digest: strings.Repeat("ab", 32), ElapsedNanos: tick},
 		journal.KindMoveAdmitted:      journal.Move{MoveID: "mov_1", State: fsm.MoveAdmitted, To: "n2", Placement: echo("n2"), Checks: []string{"alive", "capacity"}, ElapsedNanos: 2 * tick},
-		journal.KindMoveRestored:      journal.Move{MoveID: "mov_1", State: fsm.MoveRestored, To: "n2", NewEpoch: 4, Digest: strings.Repeat("ab", 32), ElapsedNanos: 3 * tick},
-		journal.KindMoveCutover:       journal.Move{MoveID: "mov_1", State: fsm.MoveCutoverCommitted, Cause: "operator", From: "n1", To: "n2", NewEpoch: 4, ElapsedNanos: 4 * tick},
+		journal.KindMoveRestored:      journal.Move{MoveID: "mov_1", State: fsm.MoveRestored, To: "n2", NewEpoch: 3, Digest: strings.Repeat("ab", 32), ElapsedNanos: 3 * tick},
+		journal.KindMoveCutover:       journal.Move{MoveID: "mov_1", State: fsm.MoveCutoverCommitted, Cause: "operator", From: "n1", To: "n2", NewEpoch: 3, ElapsedNanos: 4 * tick},
 		journal.KindMoveFailed:        journal.Move{MoveID: "mov_2", State: fsm.MoveFailed, From: "n2", Reason: "no node admits it", Phase: fsm.MoveSafePointRequested, ElapsedNanos: tick},
 		journal.KindMoveUnsafe:        journal.Move{MoveID: "mov_3", State: fsm.MoveUnsafe, From: "n2", Reason: "no safe point within 1s", Phase: fsm.MoveSafePointRequested, ElapsedNanos: tick},
 		journal.KindSessionStranded:   journal.Stranded{Node: "n2", Stranded: true, Reason: fsm.StrandedReason},
@@ -234,7 +244,7 @@ func TestEveryKindDecodes(t *testing.T) {
 	}
 
 	seen := map[string]bool{}
-	for _, id := range []string{"s1", "s1-fork", fsm.ChildSessionID("s1", "p3")} {
+	for _, id := range []string{"g1", "s1", "s1-fork", fsm.ChildSessionID("s1", "p3")} {
 		for _, e := range fl.journal(id) {
 			got, err := journal.Decode(e)
 			if err != nil && !(err == journal.ErrNoData && len(e.GetData()) == 0) {

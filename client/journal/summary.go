@@ -81,7 +81,7 @@ func (st Style) Summary(ev *fakv1.Event) string {
 		}
 		return who + "> " + text
 	case Turn:
-		return turnSummary(kind, text, f)
+		return st.turnSummary(kind, text, f)
 	case Tool:
 		if f.Tool != "" {
 			args := formatArgs(f.Args)
@@ -195,8 +195,8 @@ func (st Style) factSummary(kind string, fact Fact) string {
 
 // turnSummary words turn.started ("turn started for input #6 (echo on
 // n1)") and turn.completed ("turn completed", "turn failed: why",
-// "turn refused").
-func turnSummary(kind, text string, f Turn) string {
+// "turn refused", "turn of input #6 interrupted by terminal alice").
+func (st Style) turnSummary(kind, text string, f Turn) string {
 	if kind == KindTurnStarted {
 		s := "turn started"
 		if f.InputSeq != 0 {
@@ -215,8 +215,34 @@ func turnSummary(kind, text string, f Turn) string {
 			return "turn failed: " + f.Error
 		}
 		return "turn failed"
+	case StatusInterrupted:
+		s := "turn interrupted"
+		if f.InputSeq != 0 {
+			s = fmt.Sprintf("turn of input #%d interrupted", f.InputSeq)
+		}
+		if by := st.interrupter(f.By); by != "" {
+			s += " by " + by
+		}
+		return s
 	}
 	return "turn " + f.Status
+}
+
+// interrupter names who interrupted a turn: a client, "move mov_1",
+// "launch lch_1"; "" when the fact names nobody (a runner closing a turn
+// its predecessor left open).
+func (st Style) interrupter(by *TurnBy) string {
+	switch {
+	case by == nil:
+		return ""
+	case by.Move != "":
+		return "move " + by.Move
+	case by.Launch != "":
+		return "launch " + by.Launch
+	case by.AttachmentID != "" || by.ClientKind != "":
+		return st.name(Client{by.AttachmentID, by.ClientKind, by.ClientName})
+	}
+	return ""
 }
 
 // providerSummary words the provider hooks: "claude session abc bound

@@ -52,6 +52,8 @@ func TestSummary(t *testing.T) {
 			"epoch 4: echo on n1 (resume: provider session th-9)"},
 		{ev("epoch.changed", "", m{"epoch": 5, "placement": m{"runtime_adapter": "echo", "node": "n2"}, "reason": "move"}), "epoch 5: echo on n2 (move)"},
 		{ev("epoch.changed", "", m{"epoch": 6, "placement": m{"model": "m"}}), "epoch 6: (no runtime adapter), model m"},
+		{ev("epoch.changed", "", m{"epoch": 2, "placement": m{"runtime_adapter": "external", "provider": "claude", "launch_id": "lnc_1", "host": "laptop-7"},
+			"reason": "launch"}), "epoch 2: external: claude on host laptop-7, launch lnc_1 (launch)"},
 		// Attachments, the lease, input and approvals.
 		{ev("attachment.joined", "terminal alice", m{"attachment_id": "att-1", "client_kind": "terminal", "client_name": "alice", "node": "n1",
 			"capabilities": []string{"input.text", "approval.answer"}}), "terminal alice joined via n1"},
@@ -82,6 +84,15 @@ func TestSummary(t *testing.T) {
 		{ev("turn.completed", "", m{}), "turn completed"},
 		{ev("turn.completed", "failed: boom", m{"status": "failed", "input_seq": 14, "error": "boom"}), "turn failed: boom"},
 		{ev("turn.completed", "refused: turn budget exhausted", m{"status": "refused", "reason": "BUDGET_EXHAUSTED", "input_seq": 3}), "turn refused"},
+		// Interrupted: by a client, a move, a launch (the fleet writes these),
+		// or closed by a runner after its predecessor left it open.
+		{ev("turn.completed", "interrupted by terminal alice", m{"status": "interrupted", "input_seq": 6,
+			"by": m{"attachment_id": "att-1", "client_kind": "terminal", "client_name": "alice"}}), "turn of input #6 interrupted by terminal alice"},
+		{ev("turn.completed", "interrupted by move mov_1", m{"status": "interrupted", "input_seq": 9, "by": m{"move": "mov_1"}}),
+			"turn of input #9 interrupted by move mov_1"},
+		{ev("turn.completed", "interrupted by launch lnc_1", m{"status": "interrupted", "input_seq": 9, "by": m{"launch": "lnc_1"}}),
+			"turn of input #9 interrupted by launch lnc_1"},
+		{ev("turn.completed", "interrupted", m{"status": "interrupted", "input_seq": 4}), "turn of input #4 interrupted"},
 		{ev("tool.call", "run ls", m{"tool": "shell", "args": "ls -la"}), "tool call: shell ls -la"},
 		{ev("tool.call", "", m{"tool": "edit", "args": m{"path": "x.go", "line": 3}}), `tool call: edit {"line":3,"path":"x.go"}`},
 		{ev("tool.call", "grep -r x", nil), "tool call: grep -r x"},
@@ -185,6 +196,7 @@ func TestStyleNames(t *testing.T) {
 		{ev("input", "hello", me), "you> hello"},
 		{ev("approval.answered", "", m{"approval_seq": 8, "attachment_id": "att_me", "client_kind": "terminal", "note": "--approve no"}), "approval #8 denied by you: --approve no"},
 		{ev("attachment.left", "", m{"attachment_id": "att_me", "client_kind": "terminal", "reason": "detached"}), "you left (detached)"},
+		{ev("turn.completed", "", m{"status": "interrupted", "input_seq": 5, "by": me}), "turn of input #5 interrupted by you"},
 	} {
 		if got := st.Summary(tt.ev); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.ev.GetKind(), got, tt.want)

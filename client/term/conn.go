@@ -294,13 +294,20 @@ func (c *sessionConn) attach(ctx context.Context) (*fakv1.AttachResponse, error)
 // act submits one input against the expected epoch. requestID makes a
 // retry on another node a duplicate the fleet recognizes.
 func (c *sessionConn) act(ctx context.Context, text string, epoch uint64, requestID string) (uint64, error) {
+	return c.actOn(ctx, &fakv1.ActRequest{Action: &fakv1.ActRequest_Input{Input: &fakv1.InputText{Text: text}}, ExpectedEpoch: epoch, RequestId: requestID})
+}
+
+// interrupt interrupts the running turn; the seq is its turn.completed's.
+func (c *sessionConn) interrupt(ctx context.Context, epoch uint64, requestID string) (uint64, error) {
+	return c.actOn(ctx, &fakv1.ActRequest{Action: &fakv1.ActRequest_Interrupt{Interrupt: &fakv1.InterruptTurn{}}, ExpectedEpoch: epoch, RequestId: requestID})
+}
+
+// actOn sends req (its action, epoch and request id) as this attachment.
+func (c *sessionConn) actOn(ctx context.Context, req *fakv1.ActRequest) (uint64, error) {
 	var seq uint64
-	id := c.attachment()
+	req.SessionId, req.AttachmentId = c.sessionID, c.attachment()
 	err := c.call(ctx, func(ctx context.Context, cl fakv1connect.SessionServiceClient) error {
-		r, err := cl.Act(ctx, connect.NewRequest(&fakv1.ActRequest{
-			SessionId: c.sessionID, AttachmentId: id, ExpectedEpoch: epoch,
-			Action: &fakv1.ActRequest_Input{Input: &fakv1.InputText{Text: text}}, RequestId: requestID,
-		}))
+		r, err := cl.Act(ctx, connect.NewRequest(req))
 		if err == nil {
 			seq = r.Msg.GetSeq()
 		}

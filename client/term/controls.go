@@ -16,6 +16,7 @@ const reasonUnsupported = "UNSUPPORTED"
 // what a user types to trigger each (and an example line of it).
 var commands = []struct{ control, command, example string }{
 	{"input.text", "text", "hello"},
+	{"turn.interrupt", "/interrupt or Ctrl-C", "/interrupt"},
 	{"lease.take", "/take", "/take"},
 	{"lease.release", "/release", "/release"},
 	{"lease.steal", "/steal", "/steal"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/client/journal"
@@ -48,6 +49,10 @@ func (o *opener) interactive(ctx context.Context, lines <-chan string) error {
 			if quit {
 				return nil
 			}
+		case <-o.ctrlC:
+			if o.onCtrlC(ctx, time.Now()) {
+				return nil
+			}
 		}
 	}
 }
@@ -63,7 +68,7 @@ func (o *opener) command(ctx context.Context, line string) (quit bool, err error
 	case "":
 		return false, nil
 	case "/help", "/?":
-		o.out.notice("/take, /steal, /release the input lease; /fresh, /reset, /clear, /new, /fork [SEQ] the session; /move [NODE] its execution; /stop [REASON] ends it; y or n answers a pending approval; //text sends /text; /controls lists the controls; /detach or Ctrl-D detaches")
+		o.out.notice("/take, /steal, /release the input lease; /interrupt (or Ctrl-C) interrupts the running turn; /fresh, /reset, /clear, /new, /fork [SEQ] the session; /move [NODE] its execution; /stop [REASON] ends it; y or n answers a pending approval; //text sends /text; /controls lists the controls; /detach, Ctrl-D, or Ctrl-C with no turn running detaches")
 		return false, nil
 	case "/quit", "/exit":
 		return true, nil
@@ -80,6 +85,8 @@ func (o *opener) command(ctx context.Context, line string) (quit bool, err error
 			line = strings.Replace(line, "//", "/", 1)
 		}
 		o.sendInteractive(ctx, line)
+	case "turn.interrupt":
+		o.interruptTurn(ctx, word)
 	case "approval.answer":
 		if o.allowed(ctx, control, "not answered") {
 			o.answer(ctx, o.tr.approval, isYes(word), "")

@@ -73,6 +73,11 @@ type Config struct {
 	// TTY: stdin is a terminal, so the client is interactive. Otherwise
 	// each line is sent as input and its turn awaited before the next.
 	TTY bool
+	// Interrupts delivers Ctrl-C presses. While the client is interactive
+	// and a turn runs, Ctrl-C interrupts the turn, and a second one within
+	// 2 s detaches; otherwise it ends the run, as a canceled context does.
+	// nil: Ctrl-C is the caller's (it cancels the context).
+	Interrupts <-chan struct{}
 }
 
 // opener is one run of the client.
@@ -90,6 +95,12 @@ type opener struct {
 	loop    *attachLoop
 	// view titles the controls: "as terminal NAME".
 	view string
+	// ctrlC delivers Ctrl-C presses to the interactive loop (see
+	// Config.Interrupts); lastCtrlC is when one last interrupted a turn.
+	ctrlC     chan struct{}
+	lastCtrlC time.Time
+	// interactiveOn tells watchInterrupts the interactive loop runs.
+	interactiveOn func()
 }
 
 // attachLoop is what runs while the client is attached to a session: the
@@ -114,6 +125,8 @@ func Open(ctx context.Context, cfg Config) error {
 }
 
 func (o *opener) run(ctx context.Context) error {
+	ctx, stop := o.watchInterrupts(ctx)
+	defer stop()
 	var clientOpts []connect.ClientOption
 	if o.cfg.Token != "" {
 		clientOpts = append(clientOpts, connect.WithInterceptors(apiclient.Bearer(o.cfg.Token)))
@@ -190,6 +203,9 @@ func (o *opener) run(ctx context.Context) error {
 		return err
 	}
 	if o.cfg.TTY {
+		if o.interactiveOn != nil {
+			o.interactiveOn()
+		}
 		return o.interactive(ctx, lines)
 	}
 	return o.scripted(ctx, lines, first)

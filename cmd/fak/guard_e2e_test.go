@@ -112,6 +112,15 @@ func (g *guardFleet) testClaude(t *testing.T) {
 	if e := guardFindEvent(j0, "provider.session_end", "clear"); e == nil {
 		t.Errorf("the SessionEnd(clear) audit event is missing from the old session:\n%s", guardEventList(j0))
 	}
+	// Both sessions are served by claude here: the external runtime of the
+	// launch, on this host (the clear kept the placement).
+	host, _ := os.Hostname()
+	for _, id := range []string{s0, s1} {
+		p := g.session(t, id).GetPlacement()
+		if p.GetRuntimeAdapter() != "external" || p.GetLaunchId() != run.launch || p.GetHost() != host || p.GetNode() != "" || p.GetProvider() != "claude" {
+			t.Errorf("session %s placement %v, want external claude of launch %s on host %s", id, p, run.launch, host)
+		}
+	}
 	// The user's SessionStart hook (matcher startup) ran once, next to ours.
 	if b, err := os.ReadFile(marker); err != nil || strings.Count(string(b), `"source":"startup"`) != 1 {
 		t.Fatalf("the user's --settings hook: %v %q", err, b)
@@ -215,6 +224,14 @@ func (g *guardFleet) testExistingSession(t *testing.T) {
 	}
 	if l := g.describeLaunch(t, run.launch); l.GetDefaultSession() != id || l.GetProvider() != "mytool" {
 		t.Fatalf("launch = %v", l)
+	}
+	// The session the fleet ran is now the launch's: external, in a new
+	// epoch (reason launch).
+	if s := g.session(t, id); s.GetPlacement().GetRuntimeAdapter() != "external" || s.GetPlacement().GetLaunchId() != run.launch || s.GetEpoch() != 2 {
+		t.Fatalf("bound session %v", s)
+	}
+	if e := guardFindEvent(g.journal(t, id), "epoch.changed", "launch"); e == nil {
+		t.Errorf("no epoch change for the launch:\n%s", guardEventList(g.journal(t, id)))
 	}
 }
 

@@ -24,13 +24,16 @@ Open a session in this terminal, as one more client of the same session:
 describe it, replay its recent events (each printed at its address, #SEQ),
 attach, take the input lease and send each line you type as input. Output,
 tool calls, approvals, lease changes and other clients' input appear as they
-happen. Ctrl-D or Ctrl-C detaches (releasing the lease); the session keeps
-running.
+happen. Ctrl-C while a turn runs interrupts it (a second Ctrl-C within 2 s
+detaches); Ctrl-D, or Ctrl-C with no turn running, detaches (releasing the
+lease); the session keeps running.
 
 Typed commands:
   /take       take the input lease when nobody holds it
   /steal      take the input lease from its holder
   /release    release the input lease (keep watching)
+  /interrupt  interrupt the running turn (as Ctrl-C does); the fleet closes
+              it as interrupted by this client
   /fresh      rotate the provider binding (new epoch); the conversation stays
   /reset      reset the agent's context at a reset_boundary; history stays
               readable, queued inputs and a pending approval are dropped
@@ -75,9 +78,12 @@ type sessionIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	// tty: stdin is a terminal, so the client is interactive.
-	tty     bool
-	getenv  func(string) string
-	workDir string
+	tty bool
+	// interrupts delivers Ctrl-C to an interactive client (term.Config's
+	// Interrupts); nil: Ctrl-C ends the run through its context.
+	interrupts <-chan struct{}
+	getenv     func(string) string
+	workDir    string
 	// httpClient is nil for a new h2c client.
 	httpClient *http.Client
 }
@@ -224,7 +230,7 @@ func openSession(ctx context.Context, opts openOptions, sio sessionIO) error {
 	return term.Open(ctx, term.Config{
 		SessionID: opts.sessionID, BaseURL: base, HTTPClient: httpClient, Token: token, Name: name,
 		Steal: opts.steal, From: opts.from, Approve: opts.approve,
-		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: sio.stderr, TTY: sio.tty,
+		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: sio.stderr, TTY: sio.tty, Interrupts: sio.interrupts,
 	})
 }
 

@@ -27,13 +27,33 @@ func runSession(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "open":
-		// Ctrl-C (and SIGTERM) end the run through its context, so the
-		// client detaches before it exits.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		// SIGTERM ends the run through its context, so the client detaches
+		// before it exits. So does Ctrl-C, but for an interactive client,
+		// which gets it instead: while a turn runs, it interrupts the turn.
+		tty := term.IsTerminal(int(os.Stdin.Fd()))
+		sigs := []os.Signal{syscall.SIGTERM}
+		var interrupts chan struct{}
+		if tty {
+			interrupts = make(chan struct{}, 1)
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, os.Interrupt)
+			defer signal.Stop(ch)
+			go func() {
+				for range ch {
+					select {
+					case interrupts <- struct{}{}:
+					default: // one is pending already
+					}
+				}
+			}()
+		} else {
+			sigs = append(sigs, os.Interrupt)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 		defer stop()
 		return runOpen(ctx, args[1:], sessionIO{
 			stdin: os.Stdin, stdout: stdout, stderr: stderr,
-			tty:    term.IsTerminal(int(os.Stdin.Fd())),
+			tty: tty, interrupts: interrupts,
 			getenv: os.Getenv,
 		})
 	case "help", "-h", "--help":

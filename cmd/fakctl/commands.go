@@ -198,10 +198,23 @@ var commands = []*command{
 		setup: sessionLineageCommand,
 	},
 	{
+		noun: "session", verb: "interrupt",
+		args:     []string{"ID"},
+		flags:    "[--steal]",
+		synopsis: "Interrupt a session's running turn",
+		help: "Interrupts the turn the session's agent is running: fakctl attaches (client kind fakctl), takes the input lease " +
+			"(--steal takes it from the client holding it; without it, a lease held by another client is an error naming the holder), " +
+			"interrupts, and detaches, releasing the lease. The fleet closes the turn (turn.completed, status interrupted, by this " +
+			"attachment) and the runner stops it; the next queued input gets its turn. Prints the turn interrupted, or with -o json " +
+			"its turn.completed event. Exits 0 only when a turn was interrupted: NO_TURN_RUNNING when none runs, EXTERNAL_RUNTIME for " +
+			"a session whose agent runs under fak guard on another machine.",
+		setup: sessionInterruptCommand,
+	},
+	{
 		noun: "session", verb: "move",
 		args: []string{"ID"},
 		flags: "[--to NODE] [--model M] [--provider P] [--adapter NAME] [--account-ref NAME] [--accept-degradation] " +
-			"[--safe-point-timeout 30s] [--timeout D] [--request-id R]",
+			"[--interrupt] [--safe-point-timeout 30s] [--timeout D] [--request-id R]",
 		synopsis: "Move a session to another node or placement",
 		help: "Moves the session's execution to --to (default: the least loaded node the fleet admits), optionally with another " +
 			"model, provider, runtime adapter or account, and prints each transition as the fleet commits it, with the milliseconds " +
@@ -211,7 +224,9 @@ var commands = []*command{
 			"  Exits 0 on CUTOVER_COMMITTED and 1 on MOVE_FAILED or MOVE_UNSAFE, with the reason (a refused destination names every " +
 			"failed check); the source epoch stays in charge. No safe point within --safe-point-timeout is MOVE_UNSAFE. A model or " +
 			"provider change is refused unless --accept-degradation. One move at a time: a second is refused with BUSY. " +
-			"With -o json it prints the final move.",
+			"--interrupt induces the safe point: the turn in flight is closed as interrupted by the move in the entry that opens it, " +
+			"instead of the move waiting for the turn to finish. A session bound by fak guard (its agent runs on the user's machine) " +
+			"cannot be moved: EXTERNAL_RUNTIME. With -o json it prints the final move.",
 		setup: sessionMoveCommand,
 	},
 	{

@@ -107,6 +107,9 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 	if compute == "" {
 		compute = s.GetPlacement().GetNode()
 	}
+	if compute == "" && s.GetPlacement().GetRuntimeAdapter() == "external" {
+		compute = "none (the agent runs under fak guard, outside the fleet)"
+	}
 	pending := s.GetPending()
 	fields = append(fields,
 		[2]string{"Epoch", formatUint(s.GetEpoch())},

@@ -67,6 +67,7 @@ func sessionMoveCommand(fs *flag.FlagSet) runFunc {
 	adapter := fs.String("adapter", "", "run the new epoch with runtime `ADAPTER` (default: the session's)")
 	accountRef := fs.String("account-ref", "", "resolve account `NAME` on the destination (default: the session's)")
 	accept := fs.Bool("accept-degradation", false, "accept what a model or provider change costs (tools, context size, a cold cache)")
+	interrupt := fs.Bool("interrupt", false, "interrupt the turn in flight instead of waiting for it to finish (the safe point comes at once)")
 	safePoint := fs.Duration("safe-point-timeout", defaultSafePointTimeout, "`DURATION` the source may take to finish its turn in flight; past it the move is MOVE_UNSAFE")
 	timeout := fs.Duration("timeout", 0, "stop waiting after `DURATION` (the move goes on; default: the safe-point timeout + 5m)")
 	requestID := fs.String("request-id", "", "idempotency `KEY`: a retry with the same key follows the same move")
@@ -97,7 +98,7 @@ func sessionMoveCommand(fs *flag.FlagSet) runFunc {
 		callCtx, cancel = unaryContext(ctx)
 		resp, err := client.MoveSession(callCtx, connect.NewRequest(&fakv1.MoveSessionRequest{
 			SessionId: id, ToNode: *to, Model: *model, Provider: *provider, RuntimeAdapter: *adapter, AccountRef: *accountRef,
-			SafePointTimeoutMs: safePoint.Milliseconds(), AcceptDegradation: *accept, RequestId: *requestID,
+			SafePointTimeoutMs: safePoint.Milliseconds(), AcceptDegradation: *accept, RequestId: *requestID, Interrupt: *interrupt,
 		}))
 		cancel()
 		if err != nil {

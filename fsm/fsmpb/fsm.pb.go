@@ -117,6 +117,7 @@ type Command struct {
 	//	*Command_MarkStranded
 	//	*Command_CreateAclToken
 	//	*Command_RevokeAclToken
+	//	*Command_InterruptTurn
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -452,6 +453,15 @@ func (x *Command) GetRevokeAclToken() *RevokeAclToken {
 	return nil
 }
 
+func (x *Command) GetInterruptTurn() *InterruptTurn {
+	if x != nil {
+		if x, ok := x.Body.(*Command_InterruptTurn); ok {
+			return x.InterruptTurn
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -580,6 +590,10 @@ type Command_RevokeAclToken struct {
 	RevokeAclToken *RevokeAclToken `protobuf:"bytes,40,opt,name=revoke_acl_token,json=revokeAclToken,proto3,oneof"`
 }
 
+type Command_InterruptTurn struct {
+	InterruptTurn *InterruptTurn `protobuf:"bytes,41,opt,name=interrupt_turn,json=interruptTurn,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -641,6 +655,8 @@ func (*Command_MarkStranded) isCommand_Body() {}
 func (*Command_CreateAclToken) isCommand_Body() {}
 
 func (*Command_RevokeAclToken) isCommand_Body() {}
+
+func (*Command_InterruptTurn) isCommand_Body() {}
 
 // CreateAclToken stores an API token drawn by the node that received the
 // request: only the SHA-256 of its secret enters the log.
@@ -1126,7 +1142,11 @@ type RequestMove struct {
 	AcceptDegradation     bool       `protobuf:"varint,5,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
 	// operator, drain or recovery. A recovery move checkpoints without a
 	// safe point (the source is gone).
-	Cause         string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	Cause string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Induce the safe point: a turn in flight is closed as interrupted (by
+	// this move) in the same entry that opens the move, instead of the move
+	// waiting for it to finish.
+	Interrupt     bool `protobuf:"varint,7,opt,name=interrupt,proto3" json:"interrupt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1201,6 +1221,13 @@ func (x *RequestMove) GetCause() string {
 		return x.Cause
 	}
 	return ""
+}
+
+func (x *RequestMove) GetInterrupt() bool {
+	if x != nil {
+		return x.Interrupt
+	}
+	return false
 }
 
 // MarkStranded marks (stranded=true) or unmarks a recover=manual session
@@ -2535,12 +2562,16 @@ func (x *ForkSession) GetProviderSessionId() string {
 	return ""
 }
 
-// BindLaunch records a guarded launch and its default session.
+// BindLaunch records a guarded launch and its default session, whose
+// placement becomes the external runtime (the provider process of the
+// launch, on host).
 type BindLaunch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LaunchId      string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
-	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	SessionId     string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LaunchId  string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Provider  string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	SessionId string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The machine the guard runs on (its hostname), shown to other clients.
+	Host          string `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2592,6 +2623,13 @@ func (x *BindLaunch) GetProvider() string {
 func (x *BindLaunch) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *BindLaunch) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -2935,8 +2973,13 @@ type Placement struct {
 	AccountRef     string                 `protobuf:"bytes,3,opt,name=account_ref,json=accountRef,proto3" json:"account_ref,omitempty"` // a name the compute node resolves; never a secret
 	Model          string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	Node           string                 `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"` // compute target: the node whose runner hosts the epoch
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The external runtime only (runtime_adapter "external", node empty):
+	// the guarded launch whose provider process serves the session, and the
+	// host it runs on.
+	LaunchId      string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Placement) Reset() {
@@ -3000,6 +3043,20 @@ func (x *Placement) GetModel() string {
 func (x *Placement) GetNode() string {
 	if x != nil {
 		return x.Node
+	}
+	return ""
+}
+
+func (x *Placement) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *Placement) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -3480,6 +3537,69 @@ func (x *SubmitInput) GetText() string {
 	return ""
 }
 
+// InterruptTurn is the lease holder's interrupt of the running turn: the
+// FSM closes the turn itself (turn.completed, status interrupted, naming
+// the attachment); the runner's later writes for it are refused.
+type InterruptTurn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	AttachmentId  string                 `protobuf:"bytes,2,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
+	ExpectedEpoch uint64                 `protobuf:"varint,3,opt,name=expected_epoch,json=expectedEpoch,proto3" json:"expected_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptTurn) Reset() {
+	*x = InterruptTurn{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptTurn) ProtoMessage() {}
+
+func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptTurn.ProtoReflect.Descriptor instead.
+func (*InterruptTurn) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *InterruptTurn) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *InterruptTurn) GetAttachmentId() string {
+	if x != nil {
+		return x.AttachmentId
+	}
+	return ""
+}
+
+func (x *InterruptTurn) GetExpectedEpoch() uint64 {
+	if x != nil {
+		return x.ExpectedEpoch
+	}
+	return 0
+}
+
 // AnswerApproval answers a pending approval.requested (approval.answered).
 type AnswerApproval struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3494,7 +3614,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3626,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3639,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -3571,7 +3691,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3583,7 +3703,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3596,7 +3716,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -3633,7 +3753,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3765,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3778,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -3693,7 +3813,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3705,7 +3825,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3718,7 +3838,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *EventInput) GetKind() string {
@@ -3752,7 +3872,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3884,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3897,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -3818,7 +3938,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3950,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3963,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Result) GetError() *Error {
@@ -3990,7 +4110,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4122,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4135,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Error) GetReason() string {
@@ -4050,7 +4170,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4062,7 +4182,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4075,7 +4195,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -4163,7 +4283,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4175,7 +4295,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4188,7 +4308,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4442,7 +4562,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4454,7 +4574,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4467,7 +4587,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -4518,7 +4638,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4650,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4663,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -4599,7 +4719,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4611,7 +4731,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4624,7 +4744,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -4706,7 +4826,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4718,7 +4838,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4731,7 +4851,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Event) GetSessionId() string {
@@ -4795,7 +4915,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4807,7 +4927,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4820,7 +4940,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -4845,7 +4965,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +4977,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +4990,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Boundary) GetAction() string {
@@ -4906,7 +5026,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\x8d\x10\n" +
+	"fak.fsm.v1\"\xd1\x10\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -4947,7 +5067,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tmove_fail\x18% \x01(\v2\x14.fak.fsm.v1.MoveFailH\x00R\bmoveFail\x12?\n" +
 	"\rmark_stranded\x18& \x01(\v2\x18.fak.fsm.v1.MarkStrandedH\x00R\fmarkStranded\x12F\n" +
 	"\x10create_acl_token\x18' \x01(\v2\x1a.fak.fsm.v1.CreateAclTokenH\x00R\x0ecreateAclToken\x12F\n" +
-	"\x10revoke_acl_token\x18( \x01(\v2\x1a.fak.fsm.v1.RevokeAclTokenH\x00R\x0erevokeAclTokenB\x06\n" +
+	"\x10revoke_acl_token\x18( \x01(\v2\x1a.fak.fsm.v1.RevokeAclTokenH\x00R\x0erevokeAclToken\x12B\n" +
+	"\x0einterrupt_turn\x18) \x01(\v2\x19.fak.fsm.v1.InterruptTurnH\x00R\rinterruptTurnB\x06\n" +
 	"\x04body\"\x8c\x01\n" +
 	"\x0eCreateAclToken\x12\x1f\n" +
 	"\vaccessor_id\x18\x01 \x01(\tR\n" +
@@ -4986,7 +5107,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x16.fak.fsm.v1.NodeRecordR\x04node\"=\n" +
 	"\vSetDraining\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
-	"\bdraining\x18\x02 \x01(\bR\bdraining\"\xf2\x01\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"\x90\x02\n" +
 	"\vRequestMove\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -4994,7 +5115,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06target\x18\x03 \x01(\v2\x15.fak.fsm.v1.PlacementR\x06target\x127\n" +
 	"\x18safe_point_timeout_nanos\x18\x04 \x01(\x03R\x15safePointTimeoutNanos\x12-\n" +
 	"\x12accept_degradation\x18\x05 \x01(\bR\x11acceptDegradation\x12\x14\n" +
-	"\x05cause\x18\x06 \x01(\tR\x05cause\"]\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\x12\x1c\n" +
+	"\tinterrupt\x18\a \x01(\bR\tinterrupt\"]\n" +
 	"\fMarkStranded\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
@@ -5115,13 +5237,14 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x11source_session_id\x18\x01 \x01(\tR\x0fsourceSessionId\x12\x15\n" +
 	"\x06at_seq\x18\x02 \x01(\x04R\x05atSeq\x12&\n" +
 	"\x0ffork_session_id\x18\x03 \x01(\tR\rforkSessionId\x12.\n" +
-	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\"d\n" +
+	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\"x\n" +
 	"\n" +
 	"BindLaunch\x12\x1b\n" +
 	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x03 \x01(\tR\tsessionId\"\xb3\x01\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\tR\x04host\"\xb3\x01\n" +
 	"\x14ProviderSessionStart\x12\x1b\n" +
 	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -5147,14 +5270,16 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x05child\x18\x02 \x01(\tR\x05child\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x15\n" +
 	"\x06at_seq\x18\x04 \x01(\x04R\x05atSeq\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"\x9b\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"\xcc\x01\n" +
 	"\tPlacement\x12'\n" +
 	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
 	"\vaccount_ref\x18\x03 \x01(\tR\n" +
 	"accountRef\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
-	"\x04node\x18\x05 \x01(\tR\x04node\"\xe3\x01\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1b\n" +
+	"\tlaunch_id\x18\x06 \x01(\tR\blaunchId\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\"\xe3\x01\n" +
 	"\x06Attach\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -5198,7 +5323,12 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12%\n" +
 	"\x0eexpected_epoch\x18\x03 \x01(\x04R\rexpectedEpoch\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"\xa7\x01\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"z\n" +
+	"\rInterruptTurn\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12%\n" +
+	"\x0eexpected_epoch\x18\x03 \x01(\x04R\rexpectedEpoch\"\xa7\x01\n" +
 	"\x0eAnswerApproval\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -5353,7 +5483,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -5395,26 +5525,27 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*RenewLease)(nil),           // 37: fak.fsm.v1.RenewLease
 	(*ReleaseLease)(nil),         // 38: fak.fsm.v1.ReleaseLease
 	(*SubmitInput)(nil),          // 39: fak.fsm.v1.SubmitInput
-	(*AnswerApproval)(nil),       // 40: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 41: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),         // 42: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 43: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 44: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 45: fak.fsm.v1.Result
-	(*Error)(nil),                // 46: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 47: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 48: fak.fsm.v1.Session
-	(*Lease)(nil),                // 49: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 50: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 51: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 52: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 53: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 54: fak.fsm.v1.Boundary
+	(*InterruptTurn)(nil),        // 40: fak.fsm.v1.InterruptTurn
+	(*AnswerApproval)(nil),       // 41: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 42: fak.fsm.v1.RunnerAppend
+	(*AppendEvents)(nil),         // 43: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 44: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 45: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 46: fak.fsm.v1.Result
+	(*Error)(nil),                // 47: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 48: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 49: fak.fsm.v1.Session
+	(*Lease)(nil),                // 50: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 51: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 52: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 53: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 54: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 55: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	18, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	42, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	44, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	43, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	45, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
 	33, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
 	34, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
 	35, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
@@ -5422,8 +5553,8 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	37, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
 	38, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
 	39, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	40, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	41, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	41, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	42, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
 	22, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
 	23, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
 	24, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
@@ -5443,41 +5574,42 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	10, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
 	2,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
 	3,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
-	6,  // 31: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	5,  // 32: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	32, // 33: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	32, // 34: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	32, // 35: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	32, // 36: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	1,  // 37: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	32, // 38: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	20, // 39: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	19, // 40: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	19, // 41: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	19, // 42: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	19, // 43: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	43, // 44: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	43, // 45: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	46, // 46: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	48, // 47: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	47, // 48: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	51, // 49: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	21, // 50: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	54, // 51: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	5,  // 52: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	4,  // 53: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 54: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	32, // 55: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	49, // 56: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	50, // 57: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	16, // 58: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	52, // 59: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	48, // 60: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	40, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
+	6,  // 32: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	5,  // 33: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	32, // 34: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	32, // 35: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	32, // 36: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	32, // 37: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	1,  // 38: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	32, // 39: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	20, // 40: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	19, // 41: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	19, // 42: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	19, // 43: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	19, // 44: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	44, // 45: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	44, // 46: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	47, // 47: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	49, // 48: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	48, // 49: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	52, // 50: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	21, // 51: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	55, // 52: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	5,  // 53: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	4,  // 54: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 55: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	32, // 56: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	50, // 57: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	51, // 58: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	16, // 59: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	53, // 60: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	49, // 61: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -5517,9 +5649,10 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_MarkStranded)(nil),
 		(*Command_CreateAclToken)(nil),
 		(*Command_RevokeAclToken)(nil),
+		(*Command_InterruptTurn)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[41].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[44].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[42].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[45].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -5534,7 +5667,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -19,6 +19,9 @@ const BACKOFF_MAX_MS = 5000;
 // here, so nothing the capability set says is hidden.
 const CONTROLS = {
   "input.text": { label: "Send input", id: "input-control" },
+  // Interrupting the running turn (the lease holder's): the fleet closes
+  // it, naming this tab, and the runner stops it.
+  "turn.interrupt": { label: "Interrupt", id: "turn-interrupt", run: (v) => v.interrupt() },
   "lease.take": { label: "Take lease", id: "lease-take", run: (v) => v.takeLease(false) },
   "lease.steal": { label: "Steal lease", id: "lease-steal", run: (v) => v.takeLease(true) },
   "lease.release": { label: "Release lease", id: "lease-release", run: (v) => v.releaseLease() },
@@ -642,6 +645,26 @@ class SessionView {
       res.textContent = "sent as #" + r.seq;
       res.dataset.seq = str(r.seq);
     }
+  }
+
+  // interrupt interrupts the running turn; after a move or refresh since
+  // the descriptor it acts on, it reads the new epoch and tries once more.
+  async interrupt() {
+    this.needAttachment();
+    const act = () => this.rpc("SessionService/Act", {
+      sessionId: this.id, attachmentId: this.attachmentId, expectedEpoch: this.epoch, interrupt: {}, requestId: newRequestID(),
+    });
+    let r;
+    try {
+      r = await act();
+    } catch (err) {
+      if (err.reason !== "STALE_EPOCH") throw err;
+      await this.describe();
+      r = await act();
+    }
+    const res = $("#input-result");
+    res.textContent = "turn interrupted (#" + str(r.seq) + ")";
+    res.dataset.seq = str(r.seq);
   }
 
   answerApproval(seq, approved) {

@@ -119,6 +119,11 @@ class Transcript {
       case "epoch.changed":
         if (d.placement) {
           const p = d.placement;
+          if (p.runtime_adapter === "external") {
+            // A guarded launch's agent, on the user's machine.
+            return "epoch " + str(d.epoch) + ": external: " + (p.provider || "the agent") + (p.host ? " on host " + p.host : "") +
+              ", launch " + (p.launch_id || "?") + (d.reason ? " (" + d.reason + ")" : "");
+          }
           return "epoch " + str(d.epoch) + ": " + ([p.runtime_adapter, p.provider, p.model].filter(Boolean).join(" ") || "(no runtime adapter)") +
             (p.node ? " on " + p.node : "") + (d.reason ? " (" + d.reason + ")" : "");
         }
@@ -149,7 +154,14 @@ class Transcript {
         if (d.attachment_id) return "lease released by " + this.who(d) + (d.reason ? " (" + d.reason + ")" : "");
         break;
       case "turn.started": return "turn started" + (d.input_seq ? " (input #" + d.input_seq + ")" : "");
-      case "turn.completed": return "turn completed" + (text ? ": " + text : "");
+      case "turn.completed":
+        if (d.status === "interrupted") {
+          // The fleet closed it: interrupted by a client, a move or a launch.
+          const by = d.by || {};
+          const who = by.move ? "move " + by.move : by.launch ? "launch " + by.launch : by.client_kind || by.attachment_id ? this.who(by) : "";
+          return "turn" + (d.input_seq ? " of input #" + str(d.input_seq) : "") + " interrupted" + (who ? " by " + who : "");
+        }
+        return "turn completed" + (text ? ": " + text : "");
       case "note": return "note: " + text;
     }
     return ev.kind + (text ? ": " + text : "");

@@ -521,6 +521,45 @@ func (x *InputText) GetText() string {
 	return ""
 }
 
+// InterruptTurn interrupts the running turn (the lease holder only): the
+// fleet closes it as interrupted, naming this attachment, and the runner
+// stops it.
+type InterruptTurn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptTurn) Reset() {
+	*x = InterruptTurn{}
+	mi := &file_fak_v1_attach_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptTurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptTurn) ProtoMessage() {}
+
+func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_attach_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptTurn.ProtoReflect.Descriptor instead.
+func (*InterruptTurn) Descriptor() ([]byte, []int) {
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{9}
+}
+
 type ActRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	SessionId    string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -530,6 +569,7 @@ type ActRequest struct {
 	// Types that are valid to be assigned to Action:
 	//
 	//	*ActRequest_Input
+	//	*ActRequest_Interrupt
 	Action isActRequest_Action `protobuf_oneof:"action"`
 	// Optional idempotency key.
 	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -539,7 +579,7 @@ type ActRequest struct {
 
 func (x *ActRequest) Reset() {
 	*x = ActRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[9]
+	mi := &file_fak_v1_attach_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +591,7 @@ func (x *ActRequest) String() string {
 func (*ActRequest) ProtoMessage() {}
 
 func (x *ActRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[9]
+	mi := &file_fak_v1_attach_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +604,7 @@ func (x *ActRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActRequest.ProtoReflect.Descriptor instead.
 func (*ActRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{9}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ActRequest) GetSessionId() string {
@@ -604,6 +644,15 @@ func (x *ActRequest) GetInput() *InputText {
 	return nil
 }
 
+func (x *ActRequest) GetInterrupt() *InterruptTurn {
+	if x != nil {
+		if x, ok := x.Action.(*ActRequest_Interrupt); ok {
+			return x.Interrupt
+		}
+	}
+	return nil
+}
+
 func (x *ActRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -619,11 +668,18 @@ type ActRequest_Input struct {
 	Input *InputText `protobuf:"bytes,10,opt,name=input,proto3,oneof"`
 }
 
+type ActRequest_Interrupt struct {
+	Interrupt *InterruptTurn `protobuf:"bytes,11,opt,name=interrupt,proto3,oneof"`
+}
+
 func (*ActRequest_Input) isActRequest_Action() {}
+
+func (*ActRequest_Interrupt) isActRequest_Action() {}
 
 type ActResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Address of the committed event.
+	// Address of the committed event (the input, or the turn.completed of an
+	// interrupt).
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -632,7 +688,7 @@ type ActResponse struct {
 
 func (x *ActResponse) Reset() {
 	*x = ActResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[10]
+	mi := &file_fak_v1_attach_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +700,7 @@ func (x *ActResponse) String() string {
 func (*ActResponse) ProtoMessage() {}
 
 func (x *ActResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[10]
+	mi := &file_fak_v1_attach_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +713,7 @@ func (x *ActResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActResponse.ProtoReflect.Descriptor instead.
 func (*ActResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{10}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ActResponse) GetSessionId() string {
@@ -687,7 +743,7 @@ type TakeLeaseRequest struct {
 
 func (x *TakeLeaseRequest) Reset() {
 	*x = TakeLeaseRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[11]
+	mi := &file_fak_v1_attach_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +755,7 @@ func (x *TakeLeaseRequest) String() string {
 func (*TakeLeaseRequest) ProtoMessage() {}
 
 func (x *TakeLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[11]
+	mi := &file_fak_v1_attach_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +768,7 @@ func (x *TakeLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLeaseRequest.ProtoReflect.Descriptor instead.
 func (*TakeLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{11}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TakeLeaseRequest) GetSessionId() string {
@@ -749,7 +805,7 @@ type TakeLeaseResponse struct {
 
 func (x *TakeLeaseResponse) Reset() {
 	*x = TakeLeaseResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[12]
+	mi := &file_fak_v1_attach_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +817,7 @@ func (x *TakeLeaseResponse) String() string {
 func (*TakeLeaseResponse) ProtoMessage() {}
 
 func (x *TakeLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[12]
+	mi := &file_fak_v1_attach_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +830,7 @@ func (x *TakeLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLeaseResponse.ProtoReflect.Descriptor instead.
 func (*TakeLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{12}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TakeLeaseResponse) GetLease() *Lease {
@@ -808,7 +864,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[13]
+	mi := &file_fak_v1_attach_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +876,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[13]
+	mi := &file_fak_v1_attach_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +889,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{13}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewLeaseRequest) GetSessionId() string {
@@ -859,7 +915,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[14]
+	mi := &file_fak_v1_attach_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +927,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[14]
+	mi := &file_fak_v1_attach_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +940,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{14}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewLeaseResponse) GetLease() *Lease {
@@ -904,7 +960,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[15]
+	mi := &file_fak_v1_attach_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +972,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[15]
+	mi := &file_fak_v1_attach_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +985,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{15}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseLeaseRequest) GetSessionId() string {
@@ -956,7 +1012,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[16]
+	mi := &file_fak_v1_attach_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1024,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[16]
+	mi := &file_fak_v1_attach_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1037,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{16}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseLeaseResponse) GetNoOp() bool {
@@ -1005,7 +1061,7 @@ type AnswerApprovalRequest struct {
 
 func (x *AnswerApprovalRequest) Reset() {
 	*x = AnswerApprovalRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[17]
+	mi := &file_fak_v1_attach_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1017,7 +1073,7 @@ func (x *AnswerApprovalRequest) String() string {
 func (*AnswerApprovalRequest) ProtoMessage() {}
 
 func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[17]
+	mi := &file_fak_v1_attach_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1030,7 +1086,7 @@ func (x *AnswerApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApprovalRequest.ProtoReflect.Descriptor instead.
 func (*AnswerApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{17}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnswerApprovalRequest) GetSessionId() string {
@@ -1078,7 +1134,7 @@ type AnswerApprovalResponse struct {
 
 func (x *AnswerApprovalResponse) Reset() {
 	*x = AnswerApprovalResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[18]
+	mi := &file_fak_v1_attach_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1146,7 @@ func (x *AnswerApprovalResponse) String() string {
 func (*AnswerApprovalResponse) ProtoMessage() {}
 
 func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[18]
+	mi := &file_fak_v1_attach_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1159,7 @@ func (x *AnswerApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApprovalResponse.ProtoReflect.Descriptor instead.
 func (*AnswerApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{18}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AnswerApprovalResponse) GetAlreadyAnswered() bool {
@@ -1126,7 +1182,7 @@ type AppendRunnerEventsRequest struct {
 
 func (x *AppendRunnerEventsRequest) Reset() {
 	*x = AppendRunnerEventsRequest{}
-	mi := &file_fak_v1_attach_proto_msgTypes[19]
+	mi := &file_fak_v1_attach_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1194,7 @@ func (x *AppendRunnerEventsRequest) String() string {
 func (*AppendRunnerEventsRequest) ProtoMessage() {}
 
 func (x *AppendRunnerEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[19]
+	mi := &file_fak_v1_attach_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1207,7 @@ func (x *AppendRunnerEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRunnerEventsRequest.ProtoReflect.Descriptor instead.
 func (*AppendRunnerEventsRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{19}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendRunnerEventsRequest) GetSessionId() string {
@@ -1192,7 +1248,7 @@ type AppendRunnerEventsResponse struct {
 
 func (x *AppendRunnerEventsResponse) Reset() {
 	*x = AppendRunnerEventsResponse{}
-	mi := &file_fak_v1_attach_proto_msgTypes[20]
+	mi := &file_fak_v1_attach_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1260,7 @@ func (x *AppendRunnerEventsResponse) String() string {
 func (*AppendRunnerEventsResponse) ProtoMessage() {}
 
 func (x *AppendRunnerEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_attach_proto_msgTypes[20]
+	mi := &file_fak_v1_attach_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1273,7 @@ func (x *AppendRunnerEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendRunnerEventsResponse.ProtoReflect.Descriptor instead.
 func (*AppendRunnerEventsResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_attach_proto_rawDescGZIP(), []int{20}
+	return file_fak_v1_attach_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AppendRunnerEventsResponse) GetFirstSeq() uint64 {
@@ -1277,7 +1333,8 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\x0eDetachResponse\x12\x13\n" +
 	"\x05no_op\x18\x01 \x01(\bR\x04noOp\"\x1f\n" +
 	"\tInputText\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\tR\x04text\"\xcb\x01\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\x0f\n" +
+	"\rInterruptTurn\"\x82\x02\n" +
 	"\n" +
 	"ActRequest\x12\x1d\n" +
 	"\n" +
@@ -1285,7 +1342,8 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12%\n" +
 	"\x0eexpected_epoch\x18\x03 \x01(\x04R\rexpectedEpoch\x12)\n" +
 	"\x05input\x18\n" +
-	" \x01(\v2\x11.fak.v1.InputTextH\x00R\x05input\x12\x1d\n" +
+	" \x01(\v2\x11.fak.v1.InputTextH\x00R\x05input\x125\n" +
+	"\tinterrupt\x18\v \x01(\v2\x15.fak.v1.InterruptTurnH\x00R\tinterrupt\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestIdB\b\n" +
 	"\x06action\">\n" +
@@ -1346,7 +1404,7 @@ func file_fak_v1_attach_proto_rawDescGZIP() []byte {
 	return file_fak_v1_attach_proto_rawDescData
 }
 
-var file_fak_v1_attach_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_fak_v1_attach_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fak_v1_attach_proto_goTypes = []any{
 	(*DiscoverSessionRequest)(nil),     // 0: fak.v1.DiscoverSessionRequest
 	(*DiscoverSessionResponse)(nil),    // 1: fak.v1.DiscoverSessionResponse
@@ -1357,37 +1415,39 @@ var file_fak_v1_attach_proto_goTypes = []any{
 	(*DetachRequest)(nil),              // 6: fak.v1.DetachRequest
 	(*DetachResponse)(nil),             // 7: fak.v1.DetachResponse
 	(*InputText)(nil),                  // 8: fak.v1.InputText
-	(*ActRequest)(nil),                 // 9: fak.v1.ActRequest
-	(*ActResponse)(nil),                // 10: fak.v1.ActResponse
-	(*TakeLeaseRequest)(nil),           // 11: fak.v1.TakeLeaseRequest
-	(*TakeLeaseResponse)(nil),          // 12: fak.v1.TakeLeaseResponse
-	(*RenewLeaseRequest)(nil),          // 13: fak.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),         // 14: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),        // 15: fak.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),       // 16: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalRequest)(nil),      // 17: fak.v1.AnswerApprovalRequest
-	(*AnswerApprovalResponse)(nil),     // 18: fak.v1.AnswerApprovalResponse
-	(*AppendRunnerEventsRequest)(nil),  // 19: fak.v1.AppendRunnerEventsRequest
-	(*AppendRunnerEventsResponse)(nil), // 20: fak.v1.AppendRunnerEventsResponse
-	(*Placement)(nil),                  // 21: fak.v1.Placement
-	(*Endpoint)(nil),                   // 22: fak.v1.Endpoint
-	(*DescribeSessionResponse)(nil),    // 23: fak.v1.DescribeSessionResponse
-	(*Lease)(nil),                      // 24: fak.v1.Lease
-	(*EventInput)(nil),                 // 25: fak.v1.EventInput
+	(*InterruptTurn)(nil),              // 9: fak.v1.InterruptTurn
+	(*ActRequest)(nil),                 // 10: fak.v1.ActRequest
+	(*ActResponse)(nil),                // 11: fak.v1.ActResponse
+	(*TakeLeaseRequest)(nil),           // 12: fak.v1.TakeLeaseRequest
+	(*TakeLeaseResponse)(nil),          // 13: fak.v1.TakeLeaseResponse
+	(*RenewLeaseRequest)(nil),          // 14: fak.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),         // 15: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),        // 16: fak.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),       // 17: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalRequest)(nil),      // 18: fak.v1.AnswerApprovalRequest
+	(*AnswerApprovalResponse)(nil),     // 19: fak.v1.AnswerApprovalResponse
+	(*AppendRunnerEventsRequest)(nil),  // 20: fak.v1.AppendRunnerEventsRequest
+	(*AppendRunnerEventsResponse)(nil), // 21: fak.v1.AppendRunnerEventsResponse
+	(*Placement)(nil),                  // 22: fak.v1.Placement
+	(*Endpoint)(nil),                   // 23: fak.v1.Endpoint
+	(*DescribeSessionResponse)(nil),    // 24: fak.v1.DescribeSessionResponse
+	(*Lease)(nil),                      // 25: fak.v1.Lease
+	(*EventInput)(nil),                 // 26: fak.v1.EventInput
 }
 var file_fak_v1_attach_proto_depIdxs = []int32{
-	21, // 0: fak.v1.DiscoverSessionResponse.placement:type_name -> fak.v1.Placement
-	22, // 1: fak.v1.DiscoverSessionResponse.endpoints:type_name -> fak.v1.Endpoint
-	23, // 2: fak.v1.AttachResponse.descriptor:type_name -> fak.v1.DescribeSessionResponse
+	22, // 0: fak.v1.DiscoverSessionResponse.placement:type_name -> fak.v1.Placement
+	23, // 1: fak.v1.DiscoverSessionResponse.endpoints:type_name -> fak.v1.Endpoint
+	24, // 2: fak.v1.AttachResponse.descriptor:type_name -> fak.v1.DescribeSessionResponse
 	8,  // 3: fak.v1.ActRequest.input:type_name -> fak.v1.InputText
-	24, // 4: fak.v1.TakeLeaseResponse.lease:type_name -> fak.v1.Lease
-	24, // 5: fak.v1.RenewLeaseResponse.lease:type_name -> fak.v1.Lease
-	25, // 6: fak.v1.AppendRunnerEventsRequest.events:type_name -> fak.v1.EventInput
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	9,  // 4: fak.v1.ActRequest.interrupt:type_name -> fak.v1.InterruptTurn
+	25, // 5: fak.v1.TakeLeaseResponse.lease:type_name -> fak.v1.Lease
+	25, // 6: fak.v1.RenewLeaseResponse.lease:type_name -> fak.v1.Lease
+	26, // 7: fak.v1.AppendRunnerEventsRequest.events:type_name -> fak.v1.EventInput
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_attach_proto_init() }
@@ -1397,8 +1457,9 @@ func file_fak_v1_attach_proto_init() {
 	}
 	file_fak_v1_descriptor_proto_init()
 	file_fak_v1_session_proto_init()
-	file_fak_v1_attach_proto_msgTypes[9].OneofWrappers = []any{
+	file_fak_v1_attach_proto_msgTypes[10].OneofWrappers = []any{
 		(*ActRequest_Input)(nil),
+		(*ActRequest_Interrupt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1406,7 +1467,7 @@ func file_fak_v1_attach_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_attach_proto_rawDesc), len(file_fak_v1_attach_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -29,8 +29,13 @@ type Placement struct {
 	// A name the compute node resolves to credentials; never a secret.
 	AccountRef string `protobuf:"bytes,3,opt,name=account_ref,json=accountRef,proto3" json:"account_ref,omitempty"`
 	Model      string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	// Compute target: the node whose runner hosts the epoch.
-	Node          string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	// Compute target: the node whose runner hosts the epoch (empty for the
+	// external runtime: no node of the fleet runs it).
+	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	// The external runtime only (runtime_adapter "external"): the guarded
+	// launch whose provider process serves the session, and its host.
+	LaunchId      string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +101,20 @@ func (x *Placement) GetModel() string {
 func (x *Placement) GetNode() string {
 	if x != nil {
 		return x.Node
+	}
+	return ""
+}
+
+func (x *Placement) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
+}
+
+func (x *Placement) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -860,14 +879,16 @@ var File_fak_v1_descriptor_proto protoreflect.FileDescriptor
 
 const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\n" +
-	"\x17fak/v1/descriptor.proto\x12\x06fak.v1\"\x9b\x01\n" +
+	"\x17fak/v1/descriptor.proto\x12\x06fak.v1\"\xcc\x01\n" +
 	"\tPlacement\x12'\n" +
 	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
 	"\vaccount_ref\x18\x03 \x01(\tR\n" +
 	"accountRef\x12\x14\n" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
-	"\x04node\x18\x05 \x01(\tR\x04node\"\xc2\x01\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1b\n" +
+	"\tlaunch_id\x18\x06 \x01(\tR\blaunchId\x12\x12\n" +
+	"\x04host\x18\a \x01(\tR\x04host\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +

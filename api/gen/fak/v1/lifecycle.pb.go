@@ -26,9 +26,12 @@ type BindLaunchRequest struct {
 	LaunchId string                 `protobuf:"bytes,1,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
 	Provider string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	// Bind to this session; empty creates a new one (title, objective).
-	SessionId     string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Title         string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
-	Objective     string `protobuf:"bytes,5,opt,name=objective,proto3" json:"objective,omitempty"`
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Title     string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Objective string `protobuf:"bytes,5,opt,name=objective,proto3" json:"objective,omitempty"`
+	// The machine the guard runs on (its hostname): the session's placement
+	// becomes the external runtime of this launch on this host.
+	Host          string `protobuf:"bytes,6,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +97,13 @@ func (x *BindLaunchRequest) GetTitle() string {
 func (x *BindLaunchRequest) GetObjective() string {
 	if x != nil {
 		return x.Objective
+	}
+	return ""
+}
+
+func (x *BindLaunchRequest) GetHost() string {
+	if x != nil {
+		return x.Host
 	}
 	return ""
 }
@@ -660,14 +670,15 @@ var File_fak_v1_lifecycle_proto protoreflect.FileDescriptor
 
 const file_fak_v1_lifecycle_proto_rawDesc = "" +
 	"\n" +
-	"\x16fak/v1/lifecycle.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x13fak/v1/ledger.proto\x1a\x14fak/v1/session.proto\"\x9f\x01\n" +
+	"\x16fak/v1/lifecycle.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x13fak/v1/ledger.proto\x1a\x14fak/v1/session.proto\"\xb3\x01\n" +
 	"\x11BindLaunchRequest\x12\x1b\n" +
 	"\tlaunch_id\x18\x01 \x01(\tR\blaunchId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05title\x18\x04 \x01(\tR\x05title\x12\x1c\n" +
-	"\tobjective\x18\x05 \x01(\tR\tobjective\"?\n" +
+	"\tobjective\x18\x05 \x01(\tR\tobjective\x12\x12\n" +
+	"\x04host\x18\x06 \x01(\tR\x04host\"?\n" +
 	"\x12BindLaunchResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"\xe2\x01\n" +
 	"\x1bProviderSessionStartRequest\x12\x1b\n" +

@@ -223,8 +223,11 @@ type MoveSessionRequest struct {
 	SafePointTimeoutMs int64  `protobuf:"varint,7,opt,name=safe_point_timeout_ms,json=safePointTimeoutMs,proto3" json:"safe_point_timeout_ms,omitempty"`
 	AcceptDegradation  bool   `protobuf:"varint,8,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
 	RequestId          string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Induce the safe point: a turn in flight is closed as interrupted (by
+	// the move) in the entry that opens the move, instead of waiting for it.
+	Interrupt     bool `protobuf:"varint,10,opt,name=interrupt,proto3" json:"interrupt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MoveSessionRequest) Reset() {
@@ -318,6 +321,13 @@ func (x *MoveSessionRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *MoveSessionRequest) GetInterrupt() bool {
+	if x != nil {
+		return x.Interrupt
+	}
+	return false
 }
 
 type MoveSessionResponse struct {
@@ -1173,7 +1183,7 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0fstate_unix_nano\x18\x0f \x01(\x03R\rstateUnixNano\x12\x16\n" +
 	"\x06checks\x18\x10 \x03(\tR\x06checks\x12 \n" +
 	"\vdegradation\x18\x11 \x03(\tR\vdegradation\x12-\n" +
-	"\x12accept_degradation\x18\x12 \x01(\bR\x11acceptDegradation\"\xc9\x02\n" +
+	"\x12accept_degradation\x18\x12 \x01(\bR\x11acceptDegradation\"\xe7\x02\n" +
 	"\x12MoveSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1186,7 +1196,9 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x15safe_point_timeout_ms\x18\a \x01(\x03R\x12safePointTimeoutMs\x12-\n" +
 	"\x12accept_degradation\x18\b \x01(\bR\x11acceptDegradation\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\t \x01(\tR\trequestId\"7\n" +
+	"request_id\x18\t \x01(\tR\trequestId\x12\x1c\n" +
+	"\tinterrupt\x18\n" +
+	" \x01(\bR\tinterrupt\"7\n" +
 	"\x13MoveSessionResponse\x12 \n" +
 	"\x04move\x18\x01 \x01(\v2\f.fak.v1.MoveR\x04move\"/\n" +
 	"\x0eGetMoveRequest\x12\x1d\n" +
