@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,12 +12,14 @@ import (
 	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/node"
+	"github.com/fak-dev/fak/node/runner/model/modeltest"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
 // TestCapabilityMatrix: the capability set tells the truth (DESIGN.md §7).
-// For every role (read, agent and operator tokens) × runtime (echo,
-// external) × a few states of the session, a caller describes the session
+// For every role (read, agent and operator tokens) × runtime (echo, exec,
+// model, external) × a few states of the session, a caller describes the session
 // as it sees it and acts on every control: each control advertised
 // available succeeds, and each one marked unavailable is refused with
 // exactly the advertised reason. Where the fleet's contract answers a call
@@ -34,7 +37,16 @@ func TestCapabilityMatrix(t *testing.T) {
 	// The echo sessions are placed on a node no runner serves (scriptNode):
 	// the test writes their turns itself, as the runner would, so a turn
 	// or an approval stays pending as long as it needs.
-	c := testcluster.New(t, testcluster.Options{Nodes: 3, LogLevel: "off"})
+	srv := modeltest.NewServer()
+	t.Cleanup(srv.Close)
+	srv.SetDefault(matrixModel)
+	c := testcluster.New(t, testcluster.Options{Nodes: 3, LogLevel: "off", Configure: func(name string, cfg *node.Config) {
+		cfg.Runtimes = append(cfg.Runtimes,
+			node.RuntimeConfig{Name: "exec", Adapter: node.AdapterExec, Protocol: "jsonl",
+				Command: []string{repoFile(t, "node/testdata/matrix_agent.sh")}},
+			node.RuntimeConfig{Name: "model", Adapter: node.AdapterModel, Endpoint: srv.URL, Model: "fake-4",
+				Tools: []string{"write_file"}})
+	}})
 	leader := c.WaitForLeader(10 * time.Second)
 	waitNodeRecords(t, c) // a move names a node with a record, or is NOT_FOUND first
 	n := c.Followers()[0]
@@ -49,7 +61,7 @@ func TestCapabilityMatrix(t *testing.T) {
 	m := &matrix{t: t, c: c, n: n, leader: leader}
 	covered := map[string]bool{} // "control reason" seen acted on
 	for _, role := range []string{"read", "agent", "operator"} {
-		for _, runtime := range []string{"echo", "external"} {
+		for _, runtime := range []string{"echo", "exec", "model", "external"} {
 			for _, state := range matrixStates {
 				if state.onlyEcho && runtime == "external" || (role == "read") != (state.name == "observer") {
 					continue
@@ -87,6 +99,22 @@ func TestCapabilityMatrix(t *testing.T) {
 			t.Errorf("the matrix never found %s available", control)
 		}
 	}
+}
+
+// matrixModel is the matrix's model: "a long job" streams a word and then
+// hangs until interrupted, "approve me" calls a tool (which waits for an
+// approval) and ends once the result is back, anything else is answered.
+func matrixModel(r modeltest.Request) modeltest.Reply {
+	msgs := r.Messages()
+	switch {
+	case len(msgs) > 0 && msgs[len(msgs)-1].Role == "tool":
+		return modeltest.Reply{Text: "done"}
+	case strings.Contains(r.LastUserText(), "a long job"):
+		return modeltest.Reply{Text: "working on it", Fault: modeltest.Hang, FaultAfter: 1}
+	case strings.Contains(r.LastUserText(), "approve me"):
+		return modeltest.Reply{ToolCalls: []modeltest.ToolCall{{ID: "call_1", Name: "write_file", Arguments: `{"path":"x","content":"y"}`}}}
+	}
+	return modeltest.Echo(r)
 }
 
 // scriptNode places the matrix's echo sessions where no runner serves
@@ -153,8 +181,14 @@ func (m *matrix) setup(token, runtime string, st matrixState) *matrixSession {
 		}
 		id = r.Msg.GetSession().GetSessionId()
 	} else {
+		// Echo's turns are scripted on a node no runner serves; exec and
+		// model sessions run on a node of the fleet, for real.
+		where := scriptNode
+		if runtime != "echo" {
+			where = m.leader.Name
+		}
 		r, err := op.CreateSession(m.ctx(), connect.NewRequest(&fakv1.CreateSessionRequest{Title: "matrix",
-			Placement: &fakv1.Placement{RuntimeAdapter: "echo", Node: scriptNode}}))
+			Placement: &fakv1.Placement{RuntimeAdapter: runtime, Node: where}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +217,28 @@ func (m *matrix) setup(token, runtime string, st matrixState) *matrixSession {
 			t.Fatalf("take the lease: %v", err)
 		}
 	}
-	if st.turn || st.approval {
+	if (st.turn || st.approval) && runtime != "echo" {
+		// The runtime itself runs the turn and asks for the approval.
+		text := "a long job"
+		if st.approval {
+			text = "approve me"
+		}
+		if _, err := act(m.ctx(), c, n, id, s.att, 1, text); err != nil {
+			t.Fatalf("input: %v", err)
+		}
+		c.WaitFor(30*time.Second, "the "+runtime+" runtime to "+text, func() bool {
+			d, err := op.DescribeSession(m.ctx(), connect.NewRequest(&fakv1.DescribeSessionRequest{SessionId: id}))
+			if err != nil {
+				return false
+			}
+			p := d.Msg.GetSession().GetPending()
+			if st.approval {
+				return p.GetApprovalSeq() != 0
+			}
+			evs := readAll(t, c, n, id, fakv1.ReadConsistency_READ_CONSISTENCY_STALE)
+			return p.GetTurnInputSeq() != 0 && count(evs, "output") > 0
+		})
+	} else if st.turn || st.approval {
 		if _, err := act(m.ctx(), c, n, id, s.att, 1, "a long job"); err != nil {
 			t.Fatalf("input: %v", err)
 		}
