@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,12 @@ func TestExecRuntimes(t *testing.T) {
 				Command: []string{"python3", repoFile(t, "examples/agents/echo_agent.py")}},
 			node.RuntimeConfig{Name: "fails", Adapter: node.AdapterExec, Protocol: "text",
 				Command: []string{"sh", "-c", "echo partial; echo 'it broke' >&2; exit 3"}},
+			node.RuntimeConfig{Name: "forker", Adapter: node.AdapterExec, Protocol: "text",
+				Command: []string{repoFile(t, "node/runner/exec/testdata/forker.sh"), "started"}},
+			node.RuntimeConfig{Name: "slow", Adapter: node.AdapterExec, Protocol: "text", TurnTimeout: time.Second,
+				Command: []string{repoFile(t, "node/runner/exec/testdata/forker.sh"), "started"}},
+			node.RuntimeConfig{Name: "garbled", Adapter: node.AdapterExec, Protocol: "jsonl",
+				Command: []string{"sh", "-c", `read -r turn; echo '{"type":"output","text":"fine"}'; echo 'this is not json'; sleep 300`}},
 		)
 	}})
 	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")
@@ -164,5 +171,86 @@ func TestExecRuntimes(t *testing.T) {
 		if !strings.Contains(transcript(turn), "output:partial") {
 			t.Fatalf("output before the failure is kept:\n%s", transcript(turn))
 		}
+	})
+
+	// Interrupt: the turn closes as interrupted by the client, and no
+	// process of the agent's group survives (pids the agent recorded).
+	t.Run("interrupt kills the process group", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "forker", "n3")
+		att := talk(t, c, n1, id)
+		in := actAt(t, c, n1, id, att, 1, "go")
+		waitJournal(t, c, n1, id, "the agent started", func(evs []*fakv1.Event) bool { return count(after(evs, in), "output") > 0 })
+		pids := agentPids(t, filepath.Join(n3.DataDir, "workspaces", id, "pids"))
+		if _, err := c.Sessions(n1).Act(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.ActRequest{SessionId: id, AttachmentId: att,
+			ExpectedEpoch: 1, Action: &fakv1.ActRequest_Interrupt{Interrupt: &fakv1.InterruptTurn{}}})); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := completedTurn(t, c, n1, id, in)
+		if f["status"] != "interrupted" {
+			t.Fatalf("turn %v", f)
+		}
+		waitGone(t, c, pids)
+		// The session goes on: the next input gets a turn of its own.
+		next := actAt(t, c, n1, id, att, 1, "again")
+		waitJournal(t, c, n1, id, "the next turn runs", func(evs []*fakv1.Event) bool { return count(after(evs, next), "output") > 0 })
+	})
+
+	t.Run("turn_timeout", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "slow", "n2")
+		att := talk(t, c, n1, id)
+		in := actAt(t, c, n1, id, att, 1, "go")
+		f, _ := completedTurn(t, c, n1, id, in)
+		if f["status"] != "failed" || f["reason"] != "TURN_TIMEOUT" {
+			t.Fatalf("turn %v", f)
+		}
+		waitGone(t, c, agentPids(t, filepath.Join(n2.DataDir, "workspaces", id, "pids")))
+	})
+
+	t.Run("malformed jsonl", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "garbled", "n2")
+		att := talk(t, c, n1, id)
+		in := actAt(t, c, n1, id, att, 1, "go")
+		f, _ := completedTurn(t, c, n1, id, in)
+		if f["status"] != "failed" || f["reason"] != "RUNTIME_PROTOCOL" || !strings.Contains(f["error"].(string), "line 2") {
+			t.Fatalf("turn %v", f)
+		}
+	})
+}
+
+// agentPids reads the pids forker.sh recorded in its workspace.
+func agentPids(t *testing.T, path string) []int {
+	t.Helper()
+	var pids []int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("pids file %q", b)
+				}
+				pids = append(pids, pid)
+			}
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never wrote %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitGone waits until none of pids runs (gone, or a zombie awaiting its
+// reaper).
+func waitGone(t *testing.T, c *testcluster.Cluster, pids []int) {
+	t.Helper()
+	c.WaitFor(15*time.Second, fmt.Sprintf("the agent's processes %v to be gone", pids), func() bool {
+		for _, pid := range pids {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err == nil && !strings.Contains(string(b), ") Z ") {
+				return false
+			}
+		}
+		return true
 	})
 }
