@@ -42,6 +42,17 @@ func needPython(t *testing.T) {
 	}
 }
 
+// needBwrap skips without bubblewrap, except in CI, where it must be there.
+func needBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("bwrap is missing; .ci/run installs bubblewrap")
+		}
+		t.Skip("bwrap not installed")
+	}
+}
+
 // createPlaced creates a session on the given runtime and node.
 func createPlaced(t *testing.T, c *testcluster.Cluster, via *testcluster.Node, runtime, on string) string {
 	t.Helper()
@@ -91,7 +102,19 @@ func completedTurn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id
 // turns.
 func TestExecRuntimes(t *testing.T) {
 	needPython(t)
+	needBwrap(t)
+	// The nodes' token file, which a sandboxed runtime must not read.
+	secrets := t.TempDir()
+	tokenFile := filepath.Join(secrets, "tokens")
+	if err := os.WriteFile(tokenFile, []byte("operator "+testcluster.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(secrets, "outside")
+	probe := fmt.Sprintf(`cat %s; ls "$FAK_WORKSPACE/../.."; echo escaped > %s; echo inside > inside.txt; echo probe done`, tokenFile, outside)
 	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
+		cfg.TokenFile = tokenFile
+		cfg.Runtimes = append(cfg.Runtimes, node.RuntimeConfig{Name: "boxed", Adapter: node.AdapterExec, Protocol: "text",
+			Sandbox: "bwrap", Command: []string{"sh", "-c", probe}})
 		cfg.Runtimes = append(cfg.Runtimes,
 			node.RuntimeConfig{Name: "shout", Adapter: node.AdapterExec, Protocol: "text",
 				Command: []string{repoFile(t, "examples/agents/shout.sh")}},
@@ -170,6 +193,25 @@ func TestExecRuntimes(t *testing.T) {
 		}
 		if !strings.Contains(transcript(turn), "output:partial") {
 			t.Fatalf("output before the failure is kept:\n%s", transcript(turn))
+		}
+	})
+
+	// A sandboxed runtime sees neither the token file nor the node's data
+	// dir, and writes nowhere but its workspace.
+	t.Run("sandbox", func(t *testing.T) {
+		id := createPlaced(t, c, n1, "boxed", "n2")
+		att := talk(t, c, n1, id)
+		in := actAt(t, c, n1, id, att, 1, "probe")
+		_, turn := completedTurn(t, c, n1, id, in)
+		out := transcript(turn)
+		if !strings.Contains(out, "probe done") || strings.Contains(out, testcluster.Token) || strings.Contains(out, "fsm.db") {
+			t.Fatalf("sandboxed agent's output:\n%s", out)
+		}
+		if _, err := os.Stat(outside); err == nil {
+			t.Fatal("a sandboxed agent wrote outside its workspace")
+		}
+		if b, err := os.ReadFile(filepath.Join(n2.DataDir, "workspaces", id, "inside.txt")); err != nil || string(b) != "inside\n" {
+			t.Fatalf("the workspace is writable inside the sandbox: %q %v", b, err)
 		}
 	})
 
