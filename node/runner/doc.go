@@ -14,7 +14,12 @@
 // rule (which input a turn serves, whether a tool result may follow an
 // approval): the FSM does, and the runner follows.
 //
-// Runtimes plug in behind the Adapter seam (adapter.go). The one built in
-// is echo (node/runner/echo); the exec, model and provider runtimes are
-// issues 14 and 15. Trade-offs: DESIGN.md beside this file.
+// Runtimes plug in behind the Adapter seam (adapter.go): echo (built in,
+// node/runner/echo), exec (any program, node/runner/exec) and model (fak's
+// own loop over an OpenAI-compatible endpoint, node/runner/model); the
+// node builds them from its config's runtime blocks. A turn's context ends
+// with the turn (interrupt, retired epoch, stop, shutdown: watchTurn), and
+// processes run through node/runner/proc (process group, clean env,
+// optional bwrap). Streamed text is coalesced by Output. The provider
+// runtimes are issue 15. Trade-offs: DESIGN.md beside this file.
 package runner
