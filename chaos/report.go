@@ -222,8 +222,8 @@ func (r *Report) turnsLine() string {
 	if m.Off != "" {
 		what = fmt.Sprintf("no model sessions (%s); %d lease session(s) on echo", m.Off, m.LeaseSessions)
 	} else {
-		what = fmt.Sprintf("%d model session(s): %d inputs sent, %d acknowledged, %d refused, %d unknown; %d model requests; %d lease session(s) on echo",
-			m.Sessions, m.Sent, m.Acked, m.Refused, m.Unknown, m.Requests, m.LeaseSessions)
+		what = fmt.Sprintf("%d model session(s): %d inputs sent, %d acknowledged, %d refused, %d unknown; %d model requests; %d moves, %d recoveries; %d lease session(s) on echo",
+			m.Sessions, m.Sent, m.Acked, m.Refused, m.Unknown, m.Requests, m.Moves, m.Recoveries, m.LeaseSessions)
 	}
 	settled := fmt.Sprintf("settled in %s", m.Settle.Round(100*time.Millisecond))
 	if len(m.Unsettled) > 0 {

@@ -39,6 +39,11 @@ type ModelStats struct {
 	// that differ.
 	Answers          int      `json:"answers"`
 	AnswerViolations []string `json:"answer_violations,omitempty"`
+	// Moves counts the model sessions' epoch changes (moves that cut
+	// over), Recoveries the moves the fleet itself started because a
+	// session's node was down.
+	Moves      int `json:"moves"`
+	Recoveries int `json:"recoveries"`
 }
 
 // settle waits, up to timeout, until none of the sessions has a queued
@@ -122,4 +127,28 @@ func modelAnswers(journals map[string][]checker.JournalEvent, ids []string) (che
 		}
 	}
 	return checked, violations
+}
+
+// modelMoves counts the sessions' epoch changes after their first epoch,
+// and the moves the fleet requested to recover them.
+func modelMoves(journals map[string][]checker.JournalEvent, ids []string) (moves, recoveries int) {
+	for _, id := range ids {
+		epochs := 0
+		for _, e := range journals[id] {
+			switch e.Kind {
+			case "epoch.changed":
+				if epochs++; epochs > 1 {
+					moves++
+				}
+			case "move.requested":
+				var d struct {
+					Cause string `json:"cause"`
+				}
+				if json.Unmarshal(e.Data, &d) == nil && d.Cause == "recovery" {
+					recoveries++
+				}
+			}
+		}
+	}
+	return moves, recoveries
 }

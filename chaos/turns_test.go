@@ -97,3 +97,14 @@ func TestModelEndpointDockerGateway(t *testing.T) {
 		t.Fatalf("config %q, error %v, off %q", text, err, m2.off)
 	}
 }
+
+func TestModelMoves(t *testing.T) {
+	evs := []checker.JournalEvent{
+		jev(1, "epoch.changed", "", `{"epoch":1}`),
+		jev(2, "move.requested", "", `{"cause":"operator"}`), jev(3, "epoch.changed", "", `{"epoch":2}`),
+		jev(4, "move.requested", "", `{"cause":"recovery"}`), jev(5, "epoch.changed", "", `{"epoch":3}`),
+	}
+	if moves, rec := modelMoves(map[string][]checker.JournalEvent{"s": evs}, []string{"s"}); moves != 2 || rec != 1 {
+		t.Fatalf("moves %d, recoveries %d", moves, rec)
+	}
+}
