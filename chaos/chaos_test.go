@@ -106,6 +106,17 @@ func TestChaosFixedSeed(t *testing.T) {
 	if rep.FleetEventSessions == 0 {
 		t.Fatal("no workload session was recovered: the run did not exercise fleet events between acknowledged appends")
 	}
+	requireModelTurns(t, rep)
+}
+
+// requireModelTurns fails a process-mode run whose model sessions never
+// got a turn answered by the model: the Turns check would then say nothing
+// about model turns under faults.
+func requireModelTurns(t *testing.T, rep *Report) {
+	t.Helper()
+	if m := rep.Model; m.Off != "" || m.Sessions == 0 || m.Acked == 0 || m.Requests == 0 {
+		t.Fatalf("the model workload did not run: %+v", m)
+	}
 }
 
 // randomSeed draws a seed, or takes FAK_CHAOS_SEED.
@@ -127,6 +138,7 @@ func TestChaosRandomSeed(t *testing.T) {
 	if !rep.Ok() {
 		t.Fatalf("seed %d: the fleet violated its guarantees", seed)
 	}
+	requireModelTurns(t, rep)
 }
 
 // TestChaosDockerRandomSeed is the random-seed run in docker mode: whole
@@ -147,6 +159,11 @@ func TestChaosDockerRandomSeed(t *testing.T) {
 	rep := runChaos(t, Config{Seed: seed, Mode: "docker", Duration: chaosDuration(t), FakBin: fakBinary(t), OutDir: outDir(t, "docker", seed)})
 	if !rep.Ok() {
 		t.Fatalf("docker mode, seed %d: the fleet violated its guarantees", seed)
+	}
+	if rep.Model.Off != "" {
+		t.Logf("docker mode ran without model sessions: %s", rep.Model.Off)
+	} else {
+		requireModelTurns(t, rep)
 	}
 }
 

@@ -6,16 +6,17 @@
 // loopback behind a fault-injecting proxy, chaos/netproxy, or three
 // containers on a private Docker network), drives it with clients that
 // append to, read and watch many session journals through every node —
-// plus lease clients, guarded launches that clear again and again, and
-// moves — and meanwhile injects faults from a seeded plan: SIGKILL and
+// plus lease clients, model sessions answered by fak's model loop against
+// a fake OpenAI-compatible server in the harness, guarded launches that
+// clear again and again, and moves — and meanwhile injects faults from a seeded plan: SIGKILL and
 // restart, SIGSTOP/SIGCONT, partitions (majority / minority, leader
 // isolation, one-way), added latency, and a crash of all nodes at once.
 // Every operation is recorded (chaos/history); at the end the network is
 // healed, the whole fleet restarted, and the checkers (chaos/checker)
 // decide whether the history is linearizable per session, every
 // acknowledged append survived at its address, every address a client saw
-// still names the same event, leases, boundaries and epochs held, the
-// replicas agree, and every node's state equals its rebuild from snapshot
+// still names the same event, leases, boundaries and epochs held, every
+// input was answered exactly once by one epoch, the replicas agree, and every node's state equals its rebuild from snapshot
 // and log. The same seed replays the same fault plan.
 //
 // It talks to the fleet only through the public API (api/apiclient) and

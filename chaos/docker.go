@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -59,6 +57,11 @@ type DockerFleetConfig struct {
 	Logger hclog.Logger
 	// ExtraArgs are appended to every node's `fak agent` command line.
 	ExtraArgs []string
+	// AgentConfig, when set, is called once the network exists with its
+	// gateway — the host's address on the bridge, where containers reach
+	// services of the harness — and returns an agent config file every
+	// node reads (--config); "" for none.
+	AgentConfig func(gateway net.IP) (string, error)
 }
 
 // DockerAvailable reports whether a Docker engine answers.
@@ -70,6 +73,7 @@ func DockerAvailable() bool {
 type dockerFleet struct {
 	logger    hclog.Logger
 	extraArgs []string
+	config    string // agent config file on the host ("" for none)
 	image     string
 	network   string // also the containers' name prefix
 	subnet    *net.IPNet
@@ -124,6 +128,12 @@ func StartDockerFleet(cfg DockerFleetConfig) (Fleet, error) {
 		return nil, err
 	}
 	f.net = &dockerNet{f: f, drop: map[link]bool{}, delay: map[link]time.Duration{}, cut: map[string]bool{}}
+	if cfg.AgentConfig != nil {
+		if err := f.writeAgentConfig(fleetDir, cfg.AgentConfig); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 	for i := range cfg.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		f.nodes = append(f.nodes, &dockerNode{
@@ -156,6 +166,24 @@ func StartDockerFleet(cfg DockerFleetConfig) (Fleet, error) {
 	return f, nil
 }
 
+// writeAgentConfig writes the config file AgentConfig makes for the
+// network's gateway.
+func (f *dockerFleet) writeAgentConfig(dir string, make func(net.IP) (string, error)) error {
+	gw := hostIP(f.subnet, 1) // Docker's default gateway for a subnet we chose
+	if out, err := runCmd(dockerCmdTimeout, nil, "docker", "network", "inspect", "--format",
+		"{{range .IPAM.Config}}{{.Gateway}}{{end}}", f.network); err == nil {
+		if ip := net.ParseIP(strings.TrimSpace(out)); ip != nil {
+			gw = ip
+		}
+	}
+	text, err := make(gw)
+	if err != nil || text == "" {
+		return err
+	}
+	f.config = filepath.Join(dir, "agent.hcl")
+	return os.WriteFile(f.config, []byte(text), 0o644)
+}
+
 // checkAlive fails if a container has already exited, so that a binary
 // that cannot run in the image (not static, wrong architecture) or a bad
 // flag is reported at once, with the node's last words, rather than as
@@ -172,17 +200,6 @@ func (f *dockerFleet) checkAlive() error {
 		}
 	}
 	return nil
-}
-
-// logTail is the last lines of container's log, both streams.
-func logTail(container string, lines int) string {
-	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", "logs", "--tail", strconv.Itoa(lines), container).CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("(docker logs: %v: %s)", err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // dockerImage returns the tag of an image holding bin, building it unless
@@ -289,13 +306,20 @@ func (f *dockerFleet) create(n *dockerNode, dataDir, tokenFile string) error {
 		"--log-driver", "json-file",
 		"--mount", "type=bind,src=" + dataDir + ",dst=/data",
 		"--mount", "type=bind,src=" + tokenFile + ",dst=/tokens,readonly",
-		f.image,
+	}
+	if f.config != "" {
+		args = append(args, "--mount", "type=bind,src="+f.config+",dst=/agent.hcl,readonly")
+	}
+	args = append(args, f.image,
 		"agent", "--name", n.name, "--data-dir", "/data",
 		"--api-addr", hostPort(n.ip, dockerAPIPort),
 		"--raft-addr", hostPort(n.ip, dockerRaftPort),
 		"--gossip-addr", hostPort(n.ip, dockerGossipPort),
 		"--bootstrap-expect", strconv.Itoa(len(f.nodes)),
 		"--token-file", "/tokens",
+	)
+	if f.config != "" {
+		args = append(args, "--config", "/agent.hcl")
 	}
 	args = append(args, f.extraArgs...)
 	for _, o := range f.nodes {
@@ -372,6 +396,16 @@ func (f *dockerFleet) Kill(node string) error {
 	return nil
 }
 
+// exec runs the fak binary in node's container with args (the image has
+// nothing else) and returns its combined output.
+func (f *dockerFleet) exec(node string, timeout time.Duration, args ...string) (string, error) {
+	n, err := f.node(node)
+	if err != nil {
+		return "", err
+	}
+	return runCmd(timeout, nil, "docker", append([]string{"exec", n.container, "/fak"}, args...)...)
+}
+
 // Pause freezes the container's processes (cgroup freezer: like SIGSTOP,
 // but not observable by the process).
 func (f *dockerFleet) Pause(node string) error  { return f.docker(node, "pause") }
@@ -394,59 +428,6 @@ func (f *dockerFleet) Net() Network { return f.net }
 func (f *dockerFleet) Describe() string {
 	return fmt.Sprintf("%d fak containers (image %s) on docker network %s %s; network faults by %s",
 		len(f.nodes), f.image, f.network, f.subnet, f.net.mechanism())
-}
-
-// Logs saves each container's log (all its runs so far) to <Dir>/nX.log
-// and returns those paths; Close saves them once more, complete, and
-// after Close they are left as they are.
-func (f *dockerFleet) Logs() []string {
-	f.closeMu.Lock()
-	if !f.closed {
-		if err := f.saveLogs(); err != nil {
-			f.logger.Warn("saving container logs", "error", err)
-		}
-	}
-	f.closeMu.Unlock()
-	out := make([]string, len(f.nodes))
-	for i, n := range f.nodes {
-		out[i] = n.logPath
-	}
-	return out
-}
-
-func (f *dockerFleet) saveLogs() error {
-	var errs []error
-	for _, n := range f.nodes {
-		errs = append(errs, saveContainerLog(n.container, n.logPath))
-	}
-	return errors.Join(errs...)
-}
-
-// saveContainerLog writes `docker logs` of container to path (fak logs to
-// stderr; both streams go to the one file). It writes a temporary file
-// first so that a failure leaves an earlier copy in place.
-func saveContainerLog(container, path string) error {
-	tmp := path + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // after the rename, a no-op
-	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "docker", "logs", container)
-	cmd.Stdout, cmd.Stderr = out, out
-	err = cmd.Run()
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		// Docker's complaint is the last line written.
-		b, _ := os.ReadFile(tmp)
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		return fmt.Errorf("docker logs %s: %w: %s", container, err, lines[len(lines)-1])
-	}
-	return os.Rename(tmp, path)
 }
 
 // Close saves the logs and removes the containers and the network, also

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,16 +15,20 @@ import (
 	"github.com/fak-dev/fak/chaos/checker"
 )
 
-// moveWorkload moves the lease workload's sessions — the ones with clients
-// typing and a runner answering — between nodes while everything else goes
-// on, so the epoch invariants (checker.Epochs) are checked under faults.
+// moveWorkload moves the sessions with clients typing and a runner
+// answering — the lease workload's (echo) and the model workload's — between
+// nodes while everything else goes on, so the epoch invariants
+// (checker.Epochs) are checked under faults.
 type moveWorkload struct {
 	clients   map[string]*nodeClient
 	nodes     []string
 	seed      int64
-	sessions  func() []string
+	sessions  func() []string // the candidates now
 	requested atomic.Int64
 	refused   atomic.Int64
+
+	mu   sync.Mutex
+	seen []string // every candidate so far, in order
 }
 
 func newMoveWorkload(clients map[string]*nodeClient, nodes []string, seed int64, sessions func() []string) *moveWorkload {
@@ -32,7 +38,7 @@ func newMoveWorkload(clients map[string]*nodeClient, nodes []string, seed int64,
 func (m *moveWorkload) run(ctx context.Context) {
 	r := rand.New(rand.NewPCG(uint64(m.seed), 0x30fe))
 	for sleepCtx(ctx, time.Duration(1500+r.IntN(2500))*time.Millisecond) {
-		ids := m.sessions()
+		ids := m.candidates()
 		if len(ids) == 0 {
 			continue
 		}
@@ -56,19 +62,25 @@ func (m *moveWorkload) run(ctx context.Context) {
 	}
 }
 
-// journals reads the whole journals of the moved sessions.
-func (m *moveWorkload) journals(ctx context.Context) (map[string][]checker.JournalEvent, error) {
-	out := map[string][]checker.JournalEvent{}
-	for i, id := range m.sessions() {
-		events, err := readJournal(ctx, m.clients[m.nodes[i%len(m.nodes)]], id)
-		if err != nil {
-			return nil, err
+// candidates returns the sessions to move now and remembers them.
+func (m *moveWorkload) candidates() []string {
+	ids := m.sessions()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if !slices.Contains(m.seen, id) {
+			m.seen = append(m.seen, id)
 		}
-		evs := make([]checker.JournalEvent, len(events))
-		for k, e := range events {
-			evs[k] = checker.JournalEvent{Seq: e.Seq, Kind: e.Kind, Text: e.Text, Data: e.Data}
-		}
-		out[id] = evs
 	}
-	return out, nil
+	return ids
+}
+
+// journals reads the whole journals of every session that was ever a
+// candidate (moved or not).
+func (m *moveWorkload) journals(ctx context.Context) (map[string][]checker.JournalEvent, error) {
+	m.candidates()
+	m.mu.Lock()
+	ids := slices.Clone(m.seen)
+	m.mu.Unlock()
+	return turnJournals(ctx, m.clients, m.nodes, ids)
 }

@@ -41,9 +41,12 @@ type Report struct {
 	Leases          checker.LeaseResult      `json:"-"`
 	Boundaries      checker.BoundaryResult   `json:"-"`
 	Epochs          checker.EpochResult      `json:"-"`
-	MovesRequested  int64                    `json:"moves_requested"`
-	MovesRefused    int64                    `json:"moves_refused"`
-	ReplicaProblems []string                 `json:"replica_problems,omitempty"`
+	Turns           checker.TurnResult       `json:"-"`
+	// Model is what the model workload did (issue 14).
+	Model           ModelStats `json:"model"`
+	MovesRequested  int64      `json:"moves_requested"`
+	MovesRefused    int64      `json:"moves_refused"`
+	ReplicaProblems []string   `json:"replica_problems,omitempty"`
 	// FleetEventSessions counts the workload sessions whose final journal
 	// holds events the fleet wrote itself (recovery moves), FleetEvents
 	// those events: the addresses the checkers had to place around them.
@@ -57,9 +60,10 @@ type Report struct {
 }
 
 // Ok is the verdict: linearizable, durable, one lease holder at a time,
-// and every replica identical.
+// every input answered once, and every replica identical.
 func (r *Report) Ok() bool {
-	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && len(r.ReplicaProblems) == 0 && len(r.ReplayProblems) == 0
+	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && r.Turns.Ok && len(r.Model.AnswerViolations) == 0 &&
+		len(r.ReplicaProblems) == 0 && len(r.ReplayProblems) == 0
 }
 
 func (r *Report) stats(ops []history.Op, faults []FaultEvent, loadStart, loadEnd time.Duration) {
@@ -180,6 +184,10 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "%s\n", r.Leases.Summary())
 	fmt.Fprintf(&b, "%s\n", r.Boundaries.Summary())
 	fmt.Fprintf(&b, "%s (%d moves requested, %d refused)\n", r.Epochs.Summary(), r.MovesRequested, r.MovesRefused)
+	fmt.Fprintf(&b, "%s\n", r.turnsLine())
+	if r.Model.Off == "" {
+		fmt.Fprintf(&b, "%s\n", r.answersLine())
+	}
 	if len(r.ReplicaProblems) == 0 {
 		b.WriteString("replicas: identical on every node\n")
 	} else {
@@ -207,6 +215,46 @@ func (r *Report) String() string {
 	return b.String()
 }
 
+// turnsLine is the Turns verdict and what the model workload did.
+func (r *Report) turnsLine() string {
+	m := r.Model
+	var what string
+	if m.Off != "" {
+		what = fmt.Sprintf("no model sessions (%s); %d lease session(s) on echo", m.Off, m.LeaseSessions)
+	} else {
+		what = fmt.Sprintf("%d model session(s): %d inputs sent, %d acknowledged, %d refused, %d unknown; %d model requests; %d moves, %d recoveries; %d lease session(s) on echo",
+			m.Sessions, m.Sent, m.Acked, m.Refused, m.Unknown, m.Requests, m.Moves, m.Recoveries, m.LeaseSessions)
+	}
+	settled := fmt.Sprintf("settled in %s", m.Settle.Round(100*time.Millisecond))
+	if len(m.Unsettled) > 0 {
+		settled = fmt.Sprintf("%d still busy after %s: %s", len(m.Unsettled), m.Settle.Round(time.Second), strings.Join(m.Unsettled, " "))
+	}
+	summary, rest, _ := strings.Cut(r.Turns.Summary(), "\n")
+	line := fmt.Sprintf("%s (%s; %s)", summary, what, settled)
+	if rest != "" {
+		line += "\n" + rest
+	}
+	return line
+}
+
+// answersLine is the verdict on what the model turns said.
+func (r *Report) answersLine() string {
+	v := r.Model.AnswerViolations
+	if len(v) == 0 {
+		return fmt.Sprintf("answers: OK: %d completed model turns each said exactly the model's reply to their own input", r.Model.Answers)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "answers: VIOLATED (%d): of %d completed model turns", len(v), r.Model.Answers)
+	for i, s := range v {
+		if i == 5 {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(v)-5)
+			break
+		}
+		b.WriteString("\n  " + s)
+	}
+	return b.String()
+}
+
 func (r *Report) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(r.String()), 0o644); err != nil {
 		return err
@@ -221,10 +269,11 @@ func (r *Report) write(dir string) error {
 		Leases          string   `json:"leases"`
 		Boundaries      string   `json:"boundaries"`
 		Epochs          string   `json:"epochs"`
+		Turns           string   `json:"turns"`
 		Violations      []string `json:"violations,omitempty"`
 	}
 	jr := jsonReport{Report: r, Pass: r.Ok(), Linearizability: r.Linearizability.Summary(),
-		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Addresses: r.Addresses.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary(), Epochs: r.Epochs.Summary()}
+		IllegalSessions: r.Linearizability.IllegalSessions, Durability: r.Durability.Summary(), Addresses: r.Addresses.Summary(), Leases: r.Leases.Summary(), Boundaries: r.Boundaries.Summary(), Epochs: r.Epochs.Summary(), Turns: r.Turns.Summary()}
 	for _, v := range append(r.Durability.Violations, r.Addresses.Violations...) {
 		jr.Violations = append(jr.Violations, v.String())
 	}

@@ -87,13 +87,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Seed: cfg.Seed, Mode: cfg.Mode, Duration: cfg.Duration, Nemeses: cfg.Nemeses, OutDir: cfg.OutDir, BuildTags: cfg.BuildTags}
 	logf("seed %d, %s of faults from %s (%d planned steps)", cfg.Seed, cfg.Duration, joinKinds(cfg.Nemeses), len(plan.Steps))
 
-	fleet, err := startFleet(cfg)
+	model := newModelEndpoint()
+	defer model.Close() // after the fleet's Close (defers run last first)
+	fleet, err := startFleet(cfg, model)
 	if err != nil {
 		return nil, err
 	}
 	defer fleet.Close()
 	rep.Fleet = fleet.Describe()
 	logf("fleet: %s", rep.Fleet)
+	if df, ok := fleet.(*dockerFleet); ok {
+		model.probeDocker(df)
+	}
+	if model.off != "" {
+		logf("no model sessions in this run: %s", model.off)
+	} else {
+		logf("model sessions: runtime %q against a fake OpenAI-compatible server in the harness, at %s", modelRuntime, model.url)
+	}
 	clients := newNodeClients(fleet, chaosToken)
 	if _, err := waitLeader(ctx, clients, 90*time.Second); err != nil {
 		return nil, fmt.Errorf("fleet never elected a leader: %w (logs in %s)", err, cfg.OutDir)
@@ -106,11 +116,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	loadStart := since()
 	lw := newLeaseWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
 	bw := newBoundaryWorkload(clients, fleet.Nodes(), cfg.Seed)
-	mw := newMoveWorkload(clients, fleet.Nodes(), cfg.Seed, lw.Sessions)
+	ml := newModelWorkload(clients, fleet.Nodes(), cfg.Seed, logf)
+	if model.off != "" {
+		ml.slots = 0
+	}
+	mw := newMoveWorkload(clients, fleet.Nodes(), cfg.Seed, func() []string { return append(lw.Sessions(), ml.Active()...) })
 	ww := &watchWorkload{w: wl, rec: rec, clients: clients, nodes: fleet.Nodes(), seed: cfg.Seed}
 	go func() {
 		var wg sync.WaitGroup
-		wg.Add(5)
+		wg.Add(6)
+		go func() { defer wg.Done(); ml.run(loadCtx) }()
 		go func() { defer wg.Done(); ww.run(loadCtx) }()
 		go func() { defer wg.Done(); mw.run(loadCtx) }()
 		go func() { defer wg.Done(); wl.run(loadCtx) }()
@@ -164,6 +179,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.ReplicaProblems = replicasAgree(ctx, clients, fleet.Nodes(), sessions, final, 60*time.Second)
 	lines, problems = replayChecks(ctx, clients, fleet.Nodes(), "after it:")
 	rep.ReplayChecks, rep.ReplayProblems = append(rep.ReplayChecks, lines...), append(rep.ReplayProblems, problems...)
+	// Every input of the model and lease sessions must be answered once
+	// the restarted fleet has caught up: wait until none has a queued
+	// input or a running turn, then read them for checker.Turns.
+	turnIDs := append(ml.Sessions(), lw.Sessions()...)
+	settleStart := time.Now()
+	rep.Model.Unsettled = settle(ctx, clients, fleet.Nodes(), turnIDs, 60*time.Second)
+	rep.Model.Settle = time.Since(settleStart)
+	logf("%d model and lease sessions settled in %s (%d not)", len(turnIDs)-len(rep.Model.Unsettled), rep.Model.Settle.Round(time.Millisecond), len(rep.Model.Unsettled))
+	turnJ, err := turnJournals(ctx, clients, fleet.Nodes(), turnIDs)
+	if err != nil {
+		return nil, err
+	}
 	leaseJournals, err := lw.journals(ctx)
 	if err != nil {
 		return nil, err
@@ -185,6 +212,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := writeJSON(filepath.Join(cfg.OutDir, "final-journals.json"), final); err != nil {
 		return nil, err
 	}
+	if err := writeJSON(filepath.Join(cfg.OutDir, "turn-journals.json"), turnJ); err != nil {
+		return nil, err
+	}
 	logf("checking %d operations", len(ops))
 	others := map[string][]uint64{}
 	for id, j := range final {
@@ -202,6 +232,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Leases = checker.Leases(leaseJournals, lw.Acts())
 	rep.Boundaries = checker.Boundaries(lineages)
 	rep.Epochs = checker.Epochs(moved)
+	rep.Turns = checker.Turns(turnJ)
+	rep.Model.Off, rep.Model.Sessions, rep.Model.LeaseSessions = model.off, len(ml.Sessions()), len(lw.Sessions())
+	rep.Model.Sent, rep.Model.Acked, rep.Model.Refused, rep.Model.Unknown = ml.sent.Load(), ml.acked.Load(), ml.refused.Load(), ml.unknown.Load()
+	rep.Model.Requests = model.Requests()
+	rep.Model.Answers, rep.Model.AnswerViolations = modelAnswers(turnJ, ml.Sessions())
+	rep.Model.Moves, rep.Model.Recoveries = modelMoves(turnJ, ml.Sessions())
 	rep.MovesRequested, rep.MovesRefused = mw.requested.Load(), mw.refused.Load()
 	rep.stats(ops, rep.Faults, loadStart, loadEnd)
 	rep.Logs = fleet.Logs()
@@ -211,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func startFleet(cfg Config) (Fleet, error) {
+func startFleet(cfg Config, model *modelEndpoint) (Fleet, error) {
 	bin := cfg.FakBin
 	if bin == "" {
 		var err error
@@ -225,12 +261,17 @@ func startFleet(cfg Config) (Fleet, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
+		// The nodes reach the fake model server on loopback.
+		config := filepath.Join(dir, "agent.hcl")
+		if err := model.writeConfig(config); err != nil {
+			return nil, err
+		}
 		return StartProcessFleet(ProcessFleetConfig{
-			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger, ExtraArgs: nodeArgs(cfg),
+			FakBin: bin, Dir: dir, Token: chaosToken, Logger: cfg.Logger, ExtraArgs: append(nodeArgs(cfg), "--config", config),
 		})
 	case "docker":
 		return StartDockerFleet(DockerFleetConfig{FakBin: bin, Dir: cfg.OutDir, Token: chaosToken, Seed: cfg.Seed, Logger: cfg.Logger,
-			ExtraArgs: nodeArgs(cfg)})
+			ExtraArgs: nodeArgs(cfg), AgentConfig: model.dockerConfig})
 	}
 	return nil, fmt.Errorf("unknown mode %q (process or docker)", cfg.Mode)
 }

@@ -21,10 +21,10 @@ func TestTurnsAnsweredOnce(t *testing.T) {
 		evs  []JournalEvent
 		want string
 	}{
-		"answered twice": {append(ok[:11:11], jev(12, "turn.started", `{"input_seq":6}`), jev(13, "turn.completed", `{"input_seq":6,"status":"completed"}`)), "answered twice"},
-		"two epochs":     {[]JournalEvent{jev(1, "epoch.changed", `{"epoch":1}`), jev(2, "input", ""), jev(3, "turn.started", `{"input_seq":2}`), jev(4, "epoch.changed", `{"epoch":2}`), jev(5, "output", "")}, "written in epoch 2"},
+		"answered twice":              {append(ok[:11:11], jev(12, "turn.started", `{"input_seq":6}`), jev(13, "turn.completed", `{"input_seq":6,"status":"completed"}`)), "answered twice"},
+		"two epochs":                  {[]JournalEvent{jev(1, "epoch.changed", `{"epoch":1}`), jev(2, "input", ""), jev(3, "turn.started", `{"input_seq":2}`), jev(4, "epoch.changed", `{"epoch":2}`), jev(5, "output", "")}, "written in epoch 2"},
 		"completed by the next epoch": {[]JournalEvent{jev(1, "epoch.changed", `{"epoch":1}`), jev(2, "input", ""), jev(3, "turn.started", `{"input_seq":2}`), jev(4, "epoch.changed", `{"epoch":2}`), jev(5, "turn.completed", `{"input_seq":2,"status":"completed"}`)}, "answered (completed) in epoch 2"},
-		"unanswered": {ok[:6], "input #6 was never answered"},
+		"unanswered":                  {ok[:6], "input #6 was never answered"},
 	} {
 		r := Turns(map[string][]JournalEvent{"s": tc.evs})
 		if r.Ok || !strings.Contains(strings.Join(r.Violations, "\n"), tc.want) {
