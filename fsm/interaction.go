@@ -18,25 +18,9 @@ func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.
 	if len(cmd.Text) > MaxInputBytes {
 		return nil, errorf(ReasonInvalidArgument, "input longer than %d bytes", MaxInputBytes)
 	}
-	s, err := a.loadSession(cmd.SessionId)
+	s, at, err := a.leaseHolderAct(c, cmd.SessionId, cmd.AttachmentId, cmd.ExpectedEpoch, "input")
 	if err != nil {
 		return nil, err
-	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
-	}
-	if err := refuseExternal(s, "input"); err != nil {
-		return nil, err
-	}
-	if err := checkEpoch(s, cmd.ExpectedEpoch, "input targets"); err != nil {
-		return nil, err
-	}
-	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
-	if err != nil {
-		return nil, err
-	}
-	if LeaseHolder(s, c.TimeUnixNano) != at.AttachmentId {
-		return nil, leaseNotHeld(s, c.TimeUnixNano, at.AttachmentId)
 	}
 	ev := newEvent(s, c, KindInput, cmd.Text, fact(inputFact{
 		AttachmentID: at.AttachmentId, ClientKind: at.ClientKind, ClientName: at.ClientName, Epoch: s.Epoch,
@@ -48,6 +32,34 @@ func (a *applier) submitInput(c *fsmpb.Command, cmd *fsmpb.SubmitInput) (*fsmpb.
 	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
 		SessionId: s.SessionId, FirstSeq: ev.Seq, LastSeq: ev.Seq,
 	}}}, nil
+}
+
+// leaseHolderAct runs the checks of an action only the lease holder may
+// take (input, an interrupt), in the order a client can act on: a stopped
+// session, an external one (its agent takes nothing from the fleet), the
+// epoch the action targets, the attachment, the lease.
+func (a *applier) leaseHolderAct(c *fsmpb.Command, sessionID, attachmentID string, expectedEpoch uint64, what string) (*fsmpb.Session, *fsmpb.Attachment, *Error) {
+	s, err := a.loadSession(sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := activeSession(s); err != nil {
+		return nil, nil, err
+	}
+	if err := refuseExternal(s, what); err != nil {
+		return nil, nil, err
+	}
+	if err := checkEpoch(s, expectedEpoch, what+" targets"); err != nil {
+		return nil, nil, err
+	}
+	at, err := a.loadAttachment(s.SessionId, attachmentID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if LeaseHolder(s, c.TimeUnixNano) != at.AttachmentId {
+		return nil, nil, leaseNotHeld(s, c.TimeUnixNano, at.AttachmentId)
+	}
+	return s, at, nil
 }
 
 // answerApproval needs an attachment, not the lease: a phone may answer

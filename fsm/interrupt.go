@@ -22,25 +22,9 @@ const StatusInterrupted = "interrupted"
 // order a client can act on, as for input: a stopped session, an external
 // one, the epoch, the attachment, the lease, then whether a turn runs.
 func (a *applier) interruptTurn(c *fsmpb.Command, cmd *fsmpb.InterruptTurn) (*fsmpb.Result, *Error) {
-	s, err := a.loadSession(cmd.SessionId)
+	s, at, err := a.leaseHolderAct(c, cmd.SessionId, cmd.AttachmentId, cmd.ExpectedEpoch, "an interrupt")
 	if err != nil {
 		return nil, err
-	}
-	if err := activeSession(s); err != nil {
-		return nil, err
-	}
-	if err := refuseExternal(s, "an interrupt"); err != nil {
-		return nil, err
-	}
-	if err := checkEpoch(s, cmd.ExpectedEpoch, "interrupt targets"); err != nil {
-		return nil, err
-	}
-	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
-	if err != nil {
-		return nil, err
-	}
-	if LeaseHolder(s, c.TimeUnixNano) != at.AttachmentId {
-		return nil, leaseNotHeld(s, c.TimeUnixNano, at.AttachmentId)
 	}
 	if s.TurnInputSeq == 0 {
 		return nil, errorf(ReasonNoTurnRunning, "no turn is running in session %s", s.SessionId)
