@@ -43,6 +43,13 @@ type Request struct {
 	Header   http.Header
 	Body     []byte
 	Received time.Time
+	// Sent holds when each delta of the reply after the role chunk (each
+	// content delta and tool-call fragment, the tokens TokensPerSecond
+	// paces) was written and flushed, in order. Finished is when the last
+	// chunk (data: [DONE]) was; zero while the stream runs, or when it
+	// failed or broke.
+	Sent     []time.Time
+	Finished time.Time
 }
 
 // Stats counts what the server has seen.
@@ -88,7 +95,19 @@ func (s *Server) SetDefault(f func(Request) Reply) {
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	out := append([]Request(nil), s.requests...)
+	for i := range out {
+		out[i].Sent = append([]time.Time(nil), out[i].Sent...)
+	}
+	return out
+}
+
+// record notes the time now on the i-th request received.
+func (s *Server) record(i int, f func(r *Request, now time.Time)) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.requests[i], now)
 }
 
 // Stats returns the counters.
@@ -135,6 +154,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Received: time.Now()}
 	s.mu.Lock()
+	idx := len(s.requests)
 	s.requests = append(s.requests, req)
 	var reply Reply
 	if len(s.script) > 0 {
@@ -156,7 +176,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, reply.ErrorBody)
 		return
 	}
-	s.stream(w, r, req, reply)
+	s.stream(w, r, idx, req, reply)
 }
 
 // Model is the model the request names.

@@ -144,3 +144,38 @@ func TestListenServesOnTheAddress(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// Every delta's send time and the end of the stream are recorded, in
+// order; a broken stream has no end.
+func TestSendTimes(t *testing.T) {
+	s := NewServer()
+	defer s.Close()
+	s.Script(
+		Reply{Text: strings.Repeat("tok ", 5), ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"a":1}`, Split: 2}}, TokensPerSecond: 1000},
+		Reply{Text: "a b c", Fault: Cut, FaultAfter: 2},
+	)
+	post(t, s, `{"model":"m","messages":[]}`)
+	if res, err := http.Post(s.URL+"/chat/completions", "application/json", strings.NewReader(`{}`)); err == nil {
+		_, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	// 5 content deltas, the tool call's header and its 2 fragments.
+	r := reqs[0]
+	if len(r.Sent) != 8 || r.Finished.IsZero() {
+		t.Fatalf("sent %d deltas, finished %v", len(r.Sent), r.Finished)
+	}
+	prev := r.Received
+	for i, at := range append(r.Sent, r.Finished) {
+		if at.Before(prev) {
+			t.Fatalf("time %d (%v) before the one before it (%v)", i, at, prev)
+		}
+		prev = at
+	}
+	if cut := reqs[1]; len(cut.Sent) != 2 || !cut.Finished.IsZero() {
+		t.Fatalf("cut stream: sent %d, finished %v", len(cut.Sent), cut.Finished)
+	}
+}

@@ -143,7 +143,7 @@ func (st *streamer) fault(f Fault) {
 	}
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, reply Reply) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, idx int, req Request, reply Reply) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -191,6 +191,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 			return
 		}
 		st.delta(d, nil)
+		s.record(idx, func(r *Request, now time.Time) { r.Sent = append(r.Sent, now) })
 	}
 	if reply.Fault != NoFault {
 		st.fault(reply.Fault)
@@ -216,6 +217,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req Request, rep
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	st.flush()
+	s.record(idx, func(r *Request, now time.Time) { r.Finished = now })
 }
 
 // countUsage counts words: those of the request's messages as the prompt,
