@@ -31,7 +31,7 @@ IMAGE         ?= fak:dev
 FLEET_TIMEOUT ?= 90
 
 .PHONY: image fleet-up fleet-down fleet-clean
-.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench clean
+.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench bench-runner clean
 
 help:
 	@echo "Targets:"
@@ -44,6 +44,7 @@ help:
 	@echo "  check-generate  fail if the generated code is stale"
 	@echo "  lint            go vet, gofmt check and buf lint"
 	@echo "  bench           run the fsm and cluster benchmarks"
+	@echo "  bench-runner    real agents: runner overhead, streaming, 50 model sessions (docs/speed.md)"
 	@echo "  image           build the FROM scratch image fak:dev (deploy/Dockerfile) around bin/"
 	@echo "  fleet-up        start the three-node compose fleet (deploy/), wait until every node is ready"
 	@echo "  fleet-down      stop and remove its containers and network (keeps the data volumes)"
@@ -122,6 +123,12 @@ bench:
 	$(GO) test -run '^$$' -bench 'ClusterApply|Append|RawRaft|Describe' -benchtime 5000x ./node/
 	$(GO) test -run '^$$' -bench 'MoveIdleSession' -benchtime 500x ./node/
 	$(GO) test -run '^$$' -bench 'RecoverDeadNode' -benchtime 3x ./node/
+
+# Real agents in sessions (issue 14): the runner's overhead around a model
+# call, a 2,000 tokens/s stream, 50 model sessions at once, beside echo.
+# Each benchmark builds its own fleet once; one op is its whole workload.
+bench-runner:
+	$(GO) test -run '^$$' -bench 'BenchmarkRunner' -benchtime 1x ./node/
 
 clean:
 	rm -rf $(BIN) chaos-out
