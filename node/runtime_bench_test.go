@@ -505,14 +505,32 @@ func BenchmarkRunnerStreaming(b *testing.B) {
 // soon as the previous turn completed. Every turn must be answered
 // exactly once with the server's echo, or the benchmark fails. It reports
 // the runner's overhead as BenchmarkRunnerOverhead measures it, and the
-// turns per second of the whole fleet.
+// turns per second of the whole fleet. Two models: one that answers at
+// once, the 50 clients starting together (reply=instant: the fleet is
+// saturated, the overhead is mostly waiting for the CPU), and one that
+// streams its four words over a second, the clients' first inputs spread
+// over that second (reply=1s: 50 sessions busy as with a real model and
+// people who do not all press enter in the same millisecond).
 func BenchmarkRunnerConcurrent(b *testing.B) {
+	b.Run("reply=instant", func(b *testing.B) { benchConcurrent(b, 0, 0) })
+	b.Run("reply=1s", func(b *testing.B) { benchConcurrent(b, 4, time.Second) })
+}
+
+// benchConcurrent runs BenchmarkRunnerConcurrent with the server's echo
+// streamed at tokensPerSecond (0: at once), client i sending its first
+// input i/50 of spread after the start.
+func benchConcurrent(b *testing.B, tokensPerSecond float64, spread time.Duration) {
 	const (
 		sessions = 50
 		inputs   = 5
 	)
 	srv := modeltest.NewServer()
 	b.Cleanup(srv.Close)
+	srv.SetDefault(func(r modeltest.Request) modeltest.Reply {
+		reply := modeltest.Echo(r)
+		reply.TokensPerSecond = tokensPerSecond
+		return reply
+	})
 	c := runnerBenchFleet(b, srv)
 	ss := make([]*benchSession, sessions)
 	for i := range ss {
@@ -544,6 +562,7 @@ func BenchmarkRunnerConcurrent(b *testing.B) {
 	for op := 0; op < b.N; op++ {
 		start := time.Now()
 		each(func(i int, s *benchSession) error {
+			time.Sleep(spread * time.Duration(i) / sessions)
 			for k := range inputs {
 				if _, err := s.turn(fmt.Sprintf("op%d session%d input%d", op, i, k), 60*time.Second); err != nil {
 					return err
