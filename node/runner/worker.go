@@ -329,11 +329,36 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	default:
 		err = r.completeFailed(ctx, t, id, a.Name(), inputSeq, terr)
 	}
-	if err == nil && !t.outputCharged() {
-		// After turn.completed, so a turn's events stay together.
+	// Charges after turn.completed, so a turn's events stay together and
+	// no write stands between the agent's end and its turn's.
+	switch {
+	case err != nil:
+	case terr == nil && res.Usage != nil:
+		r.chargeAfter(ctx, id, inputSeq, res.Usage)
+		if res.Usage.GetOutputTokens() == 0 && !t.outputCharged() {
+			r.chargeOutput(ctx, id, inputSeq, t.outputWords())
+		}
+	case !t.outputCharged():
 		r.chargeOutput(ctx, id, inputSeq, t.outputWords())
 	}
 	return err
+}
+
+// chargeAfter charges the usage a runtime reported with its result, once
+// per input (a repeated pass charges it once), best effort like
+// chargeOutput.
+func (r *Runner) chargeAfter(ctx context.Context, id string, inputSeq uint64, usage *fsmpb.Budget) {
+	reqID := turnRequestID("run_usage_", id, inputSeq)
+	err := retry(ctx, func(ctx context.Context) error {
+		return r.cfg.Writer.RecordUsage(ctx, id, usage, reqID)
+	})
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted, fsm.ReasonOf(err) == fsm.ReasonSessionStopped:
+		r.logger.Info("turn usage not charged", "session", id, "input", inputSeq, "error", err)
+	default:
+		r.logger.Warn("charging turn usage", "session", id, "input", inputSeq, "error", err)
+	}
 }
 
 // turnClosedError is the cause a turn's context is cancelled with when the

@@ -96,11 +96,14 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 			return runner.TurnResult{}, err
 		}
 		st.steps = step
+		if len(r.calls) == 0 {
+			// The last call's usage is charged by the runner after
+			// turn.completed.
+			usage := rt.countUsage(st, r.usage)
+			return runner.TurnResult{Facts: st.facts(rt.model), Usage: usage}, nil
+		}
 		if err := rt.chargeUsage(ctx, t, st, r.usage); err != nil {
 			return runner.TurnResult{}, err
-		}
-		if len(r.calls) == 0 {
-			return runner.TurnResult{Facts: st.facts(rt.model)}, nil
 		}
 		if err := rt.useTools(ctx, t, st, step, r.calls); err != nil {
 			return runner.TurnResult{}, err
@@ -112,6 +115,15 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 // turn's facts. An endpoint that sends no usage is charged nothing here;
 // the runner then charges the turn's output words instead.
 func (rt *runtime) chargeUsage(ctx context.Context, t runner.Turn, st *turnState, u *tokens) error {
+	if usage := rt.countUsage(st, u); usage != nil {
+		return t.Charge(ctx, usage)
+	}
+	return nil
+}
+
+// countUsage counts a call's tokens in the turn's facts and returns what
+// to charge for them (nil: nothing).
+func (rt *runtime) countUsage(st *turnState, u *tokens) *fsmpb.Budget {
 	if u == nil {
 		return nil
 	}
@@ -122,7 +134,7 @@ func (rt *runtime) chargeUsage(ctx context.Context, t runner.Turn, st *turnState
 	if usage.OutputTokens == 0 && usage.SpendMicros == 0 {
 		return nil
 	}
-	return t.Charge(ctx, usage)
+	return usage
 }
 
 // useTools journals a step's tool calls together, then runs them one by

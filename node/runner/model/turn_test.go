@@ -39,10 +39,13 @@ func TestPlainTextTurn(t *testing.T) {
 	if k := kinds(tr.Events()); k != "output" {
 		t.Fatalf("events %s, want only output", k)
 	}
-	// 1000 × 2 + 50 × 8 = 2400 µunits.
-	charges := tr.Charges()
-	if len(charges) != 1 || charges[0].OutputTokens != 50 || charges[0].SpendMicros != 2400 || charges[0].Queries != 0 {
-		t.Fatalf("charges %v, want one of 50 output tokens and 2400 µ", charges)
+	// 1000 × 2 + 50 × 8 = 2400 µunits, the last call's usage: returned for
+	// the runner to charge after turn.completed, not charged in the turn.
+	if charges := tr.Charges(); len(charges) != 0 {
+		t.Fatalf("charges %v during the turn; the last call's usage goes with the result", charges)
+	}
+	if u := res.Usage; u == nil || u.OutputTokens != 50 || u.SpendMicros != 2400 || u.Queries != 0 {
+		t.Fatalf("result usage %v, want 50 output tokens and 2400 µ", u)
 	}
 	want := map[string]any{FactModel: "gpt-test", FactSteps: 1, FactPromptTokens: int64(1000),
 		FactCompletionTokens: int64(50), FactContextTokens: int64(1000), FactToolCalls: 0}
