@@ -3,7 +3,6 @@ package node_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node"
+	"github.com/fak-dev/fak/node/runner/runnertest"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -29,28 +29,6 @@ func repoFile(t *testing.T, rel string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// needPython skips without python3, except in CI, where it must be there.
-func needPython(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3 is missing; .ci/run installs it")
-		}
-		t.Skip("python3 not installed")
-	}
-}
-
-// needBwrap skips without bubblewrap, except in CI, where it must be there.
-func needBwrap(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bwrap is missing; .ci/run installs bubblewrap")
-		}
-		t.Skip("bwrap not installed")
-	}
 }
 
 // createPlaced creates a session on the given runtime and node.
@@ -101,15 +79,17 @@ func completedTurn(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id
 // second client on another node, a failing agent, and a move between
 // turns.
 func TestExecRuntimes(t *testing.T) {
-	needPython(t)
-	needBwrap(t)
-	// The nodes' token file, which a sandboxed runtime must not read.
-	secrets := t.TempDir()
-	tokenFile := filepath.Join(secrets, "tokens")
+	runnertest.NeedTool(t, "python3", "python3")
+	runnertest.NeedTool(t, "bwrap", "bubblewrap")
+	// The nodes' token file, which a sandboxed runtime must not read, and a
+	// place outside every workspace; not under /tmp, which the sandbox
+	// replaces anyway.
+	sec := runnertest.NewSecrets(t)
+	tokenFile := sec.Tokens
 	if err := os.WriteFile(tokenFile, []byte("operator "+testcluster.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	outside := filepath.Join(secrets, "outside")
+	outside := filepath.Join(sec.Outside, "escaped")
 	probe := fmt.Sprintf(`cat %s; ls "$FAK_WORKSPACE/../.."; echo escaped > %s; echo inside > inside.txt; echo probe done`, tokenFile, outside)
 	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
 		cfg.TokenFile = tokenFile

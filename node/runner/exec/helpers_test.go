@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,17 +45,6 @@ func example(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// needPython skips without python3, except under CI, where it must exist.
-func needPython(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 not installed")
-	}
 }
 
 // start validates o (protocol text unless set) and starts a runtime for an

@@ -295,7 +295,7 @@ func (g *growingJournal) Events(from uint64, limit int) ([]*fsmpb.Event, error) 
 
 func TestJSONLPythonExample(t *testing.T) {
 	t.Parallel()
-	needPython(t)
+	runnertest.NeedTool(t, "python3", "python3")
 	agent := []string{"python3", example(t, "echo_agent.py")}
 	j := runnertest.Journal{
 		ev(1, fsm.KindInput, "hello there fleet", ""),

@@ -2,7 +2,6 @@ package exec
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,31 +13,13 @@ import (
 // nor write anywhere but its workspace.
 func TestBwrapSandboxConfinesTheAgent(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bwrap is not installed; .ci/run installs bubblewrap")
-		}
-		t.Skip("bwrap not installed")
-	}
-	root := t.TempDir()
-	data := filepath.Join(root, "data")
-	tokens := filepath.Join(root, "tokens.json")
-	outside := filepath.Join(root, "outside")
-	for _, d := range []string{data, outside} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(tokens, []byte("secret-token"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "raft.db"), []byte("node-state"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	runnertest.NeedTool(t, "bwrap", "bubblewrap")
+	sec := runnertest.NewSecrets(t)
+	data, tokens, outside := sec.Data, sec.Tokens, sec.Outside
 	script := shell(
 		`echo ok > inside.txt && echo WROTE-INSIDE`,
 		`cat `+tokens+` && echo READ-TOKENS`,
-		`cat `+filepath.Join(data, "raft.db")+` && echo READ-DATA`,
+		`cat `+filepath.Join(data, "fsm.db")+` && echo READ-DATA`,
 		`echo x > `+filepath.Join(outside, "x")+` && echo WROTE-OUTSIDE`,
 		`echo x > /tmp/fak-sandbox-probe && echo WROTE-TMP`,
 		`true`,
@@ -52,7 +33,7 @@ func TestBwrapSandboxConfinesTheAgent(t *testing.T) {
 	if !strings.Contains(got, "WROTE-INSIDE") {
 		t.Fatalf("the agent could not write its workspace: %q", got)
 	}
-	for _, leak := range []string{"secret-token", "READ-TOKENS", "node-state", "READ-DATA", "WROTE-OUTSIDE"} {
+	for _, leak := range []string{runnertest.SecretToken, "READ-TOKENS", "node-state", "READ-DATA", "WROTE-OUTSIDE"} {
 		if strings.Contains(got, leak) {
 			t.Fatalf("the sandbox let through %q: %q", leak, got)
 		}

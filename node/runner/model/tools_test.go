@@ -3,11 +3,12 @@ package model
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
 func testTools(t *testing.T, max int) *tools {
@@ -136,29 +137,12 @@ func quoteJSON(s string) string {
 // The shell tool runs in the runtime's sandbox: with bwrap, the hidden
 // tokens file is empty and nothing outside the workspace is writable.
 func TestShellSandboxed(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bwrap is not installed; .ci/run installs bubblewrap")
-		}
-		t.Skip("bwrap not installed")
-	}
+	runnertest.NeedTool(t, "bwrap", "bubblewrap")
 	ts := testTools(t, 1024)
-	// Not under /tmp, which the sandbox replaces with its own.
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outside, err := os.MkdirTemp(wd, ".sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(outside) })
-	tokens := filepath.Join(outside, "tokens.json")
-	if err := os.WriteFile(tokens, []byte("secret-token"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sec := runnertest.NewSecrets(t)
+	tokens, outside := sec.Tokens, sec.Outside
 	cmd := `{"command":"cat ` + tokens + `; echo x > ` + filepath.Join(outside, "x") + `; echo y > inside; echo done"}`
-	if res := runTool(t, ts, ToolShell, cmd); !strings.Contains(res.text, "secret-token") {
+	if res := runTool(t, ts, ToolShell, cmd); !strings.Contains(res.text, runnertest.SecretToken) {
 		t.Fatalf("unsandboxed, the shell cannot read the file to hide: %q", res.text)
 	}
 	if err := os.Remove(filepath.Join(outside, "x")); err != nil {
@@ -166,7 +150,7 @@ func TestShellSandboxed(t *testing.T) {
 	}
 	ts.sandbox, ts.hide = "bwrap", []string{tokens}
 	res := runTool(t, ts, ToolShell, cmd)
-	if strings.Contains(res.text, "secret-token") || !strings.Contains(res.text, "done") {
+	if strings.Contains(res.text, runnertest.SecretToken) || !strings.Contains(res.text, "done") {
 		t.Fatalf("sandboxed shell: %q", res.text)
 	}
 	if _, err := os.Stat(filepath.Join(outside, "x")); !os.IsNotExist(err) {

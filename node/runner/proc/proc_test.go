@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -66,58 +67,50 @@ func TestEnvIsClean(t *testing.T) {
 }
 
 // Inside bwrap the workspace is writable, everything else is not, and
-// hidden paths are empty.
+// hidden paths are empty. The same probe without the sandbox reads and
+// writes them all, so each check can fail.
 func TestBwrapConfines(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("bwrap is not installed; .ci/run installs bubblewrap")
-		}
-		t.Skip("bwrap not installed")
-	}
-	root := t.TempDir()
-	data := filepath.Join(root, "data")
-	ws := filepath.Join(data, "workspaces", "ses_1")
-	outside := filepath.Join(root, "outside")
-	tokens := filepath.Join(root, "tokens.json")
-	for _, d := range []string{ws, outside} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	runnertest.NeedTool(t, "bwrap", "bubblewrap")
+	sec := runnertest.NewSecrets(t)
+	ws := sec.Workspace(t, "ses_1")
+	script := `echo ok > inside.txt && echo inside-ok
+cat ` + sec.Tokens + ` && echo READ-TOKENS
+cat ` + filepath.Join(sec.Data, "fsm.db") + ` && echo READ-DATA
+echo x > ` + filepath.Join(sec.Outside, "x") + ` && echo WROTE-OUTSIDE
+true`
+	run := func(sandbox string) string {
+		p, err := Command(context.Background(), Spec{Argv: []string{"sh", "-c", script}, Dir: ws, Env: Env(),
+			Sandbox: sandbox, Hide: []string{sec.Data, sec.Tokens}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		var out, errOut bytes.Buffer
+		p.Cmd.Stdout, p.Cmd.Stderr = &out, &errOut
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(); err != nil {
+			t.Fatalf("%v: %s", err, errOut.String())
+		}
+		return out.String()
 	}
-	if err := os.WriteFile(tokens, []byte("secret-token"), 0o600); err != nil {
+	leaks := []string{runnertest.SecretToken, "READ-TOKENS", "node-state", "READ-DATA", "WROTE-OUTSIDE"}
+	if got := run(SandboxNone); !strings.Contains(got, "READ-TOKENS") || !strings.Contains(got, "READ-DATA") || !strings.Contains(got, "WROTE-OUTSIDE") {
+		t.Fatalf("unsandboxed, the probe reaches what the sandbox must hide: %q", got)
+	}
+	if err := os.Remove(filepath.Join(sec.Outside, "x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(data, "fsm.db"), []byte("state"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	script := `echo ok > inside.txt && echo inside-ok
-cat ` + tokens + ` && echo READ-TOKENS
-cat ` + filepath.Join(data, "fsm.db") + ` && echo READ-DATA
-echo x > ` + filepath.Join(outside, "x") + ` && echo WROTE-OUTSIDE
-true`
-	p, err := Command(context.Background(), Spec{Argv: []string{"sh", "-c", script}, Dir: ws, Env: Env(),
-		Sandbox: SandboxBwrap, Hide: []string{data, tokens}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut bytes.Buffer
-	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errOut
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("%v: %s", err, errOut.String())
-	}
-	got := out.String()
+	got := run(SandboxBwrap)
 	if !strings.Contains(got, "inside-ok") {
-		t.Fatalf("could not write its workspace: %q %q", got, errOut.String())
+		t.Fatalf("could not write its workspace: %q", got)
 	}
-	for _, bad := range []string{"secret-token", "READ-TOKENS", "state", "READ-DATA", "WROTE-OUTSIDE"} {
+	for _, bad := range leaks {
 		if strings.Contains(got, bad) {
 			t.Fatalf("sandbox leaked %q: %q", bad, got)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
+	if _, err := os.Stat(filepath.Join(sec.Outside, "x")); err == nil {
 		t.Fatal("sandboxed process wrote outside its workspace")
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "inside.txt")); err != nil || string(b) != "ok\n" {
