@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/user"
 	"strconv"
 
 	"github.com/fak-dev/fak/api/apiclient"
@@ -225,28 +224,11 @@ func openSession(ctx context.Context, opts openOptions, sio sessionIO) error {
 	}
 	name := opts.name
 	if name == "" {
-		name = defaultClientName(getenv)
+		name = apiclient.ClientName(getenv)
 	}
 	return term.Open(ctx, term.Config{
 		SessionID: opts.sessionID, BaseURL: base, HTTPClient: httpClient, Token: token, Name: name,
 		Steal: opts.steal, From: opts.from, Approve: opts.approve,
 		Stdin: sio.stdin, Stdout: sio.stdout, Stderr: sio.stderr, TTY: sio.tty, Interrupts: sio.interrupts,
 	})
-}
-
-// defaultClientName is user@host.
-func defaultClientName(getenv func(string) string) string {
-	name := getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	if name == "" {
-		name = "user"
-	}
-	if host, err := os.Hostname(); err == nil && host != "" {
-		name += "@" + host
-	}
-	return name
 }

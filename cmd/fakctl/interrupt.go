@@ -6,11 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/user"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/client/journal"
@@ -36,7 +36,7 @@ func sessionInterruptCommand(fs *flag.FlagSet) runFunc {
 		client := c.sessionClient()
 		callCtx, cancel := unaryContext(ctx)
 		att, err := client.Attach(callCtx, connect.NewRequest(&fakv1.AttachRequest{
-			SessionId: id, ClientKind: interruptClientKind, ClientName: selfName(), Capabilities: []string{"turn.interrupt"},
+			SessionId: id, ClientKind: interruptClientKind, ClientName: apiclient.ClientName(os.Getenv), Capabilities: []string{"turn.interrupt"},
 		}))
 		cancel()
 		if err != nil {
@@ -132,21 +132,4 @@ func reasonOf(err error) string {
 		return errorInfo(ce).GetReason()
 	}
 	return ""
-}
-
-// selfName is how fakctl names itself when it attaches: user@host.
-func selfName() string {
-	name := os.Getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	if name == "" {
-		name = "user"
-	}
-	if host, err := os.Hostname(); err == nil && host != "" {
-		name += "@" + host
-	}
-	return name
 }
