@@ -8,6 +8,7 @@ import (
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
 func TestParseTool(t *testing.T) {
@@ -41,32 +42,6 @@ func TestSplitKeepsTheReplyAndBoundsChunks(t *testing.T) {
 	}
 }
 
-// fakeJournal serves a fixed context; fakeTurn records what is emitted.
-type fakeJournal []*fsmpb.Event
-
-func (j fakeJournal) Events(from uint64, limit int) ([]*fsmpb.Event, error) {
-	var out []*fsmpb.Event
-	for _, ev := range j {
-		if ev.Seq >= from && len(out) < limit {
-			out = append(out, ev)
-		}
-	}
-	return out, nil
-}
-
-type fakeTurn struct{ out strings.Builder }
-
-func (t *fakeTurn) Emit(_ context.Context, evs ...runner.Event) (uint64, error) {
-	for _, ev := range evs {
-		t.out.WriteString(ev.Text)
-	}
-	return 0, nil
-}
-
-func (t *fakeTurn) AwaitApproval(context.Context, uint64) (bool, error) { return true, nil }
-func (t *fakeTurn) Charge(context.Context, *fsmpb.Budget) error         { return nil }
-func (t *fakeTurn) InputSeq() uint64                                    { return 0 }
-
 // The context counts the inputs the journal view holds up to the turn's
 // own input (a later queued input is not in it yet) and the turns
 // completed in it.
@@ -74,7 +49,7 @@ func TestTurnReportsTheInputsInItsContext(t *testing.T) {
 	ev := func(seq uint64, kind, text string) *fsmpb.Event {
 		return &fsmpb.Event{Seq: seq, Kind: kind, Text: text}
 	}
-	j := fakeJournal{ // a view after a reset boundary at 9
+	j := runnertest.Journal{ // a view after a reset boundary at 9
 		ev(10, fsm.KindInput, "x"), ev(11, fsm.KindTurnStarted, ""), ev(12, fsm.KindOutput, "echo: x"), ev(13, fsm.KindTurnCompleted, ""),
 		ev(14, fsm.KindInput, "hello there"), ev(15, fsm.KindInput, "queued"), ev(16, fsm.KindTurnStarted, ""),
 	}
@@ -82,12 +57,12 @@ func TestTurnReportsTheInputsInItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &fakeTurn{}
+	tr := &runnertest.Turn{}
 	res, err := rt.Turn(context.Background(), j[4], tr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Summary != "turn 2 done" || res.Facts[FactContextInputs] != 2 || tr.out.String() != "echo: hello there" {
-		t.Fatalf("turn: %+v, output %q; want turn 2 done, context_inputs 2, echo: hello there", res, tr.out.String())
+	if res.Summary != "turn 2 done" || res.Facts[FactContextInputs] != 2 || tr.Output() != "echo: hello there" {
+		t.Fatalf("turn: %+v, output %q; want turn 2 done, context_inputs 2, echo: hello there", res, tr.Output())
 	}
 }

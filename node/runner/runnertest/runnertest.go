@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 )
@@ -67,7 +68,7 @@ func (t *Turn) Charges() []*fsmpb.Budget {
 func (t *Turn) Output() string {
 	var s string
 	for _, e := range t.Events() {
-		if e.Kind == "output" {
+		if e.Kind == fsm.KindOutput {
 			s += e.Text
 		}
 	}
