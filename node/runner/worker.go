@@ -334,7 +334,7 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	switch {
 	case err != nil:
 	case terr == nil && res.Usage != nil:
-		r.chargeAfter(ctx, id, inputSeq, res.Usage)
+		r.chargeAfterTurn(ctx, id, inputSeq, "run_usage_", res.Usage)
 		if res.Usage.GetOutputTokens() == 0 && !t.outputCharged() {
 			r.chargeOutput(ctx, id, inputSeq, t.outputWords())
 		}
@@ -342,23 +342,6 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 		r.chargeOutput(ctx, id, inputSeq, t.outputWords())
 	}
 	return err
-}
-
-// chargeAfter charges the usage a runtime reported with its result, once
-// per input (a repeated pass charges it once), best effort like
-// chargeOutput.
-func (r *Runner) chargeAfter(ctx context.Context, id string, inputSeq uint64, usage *fsmpb.Budget) {
-	reqID := turnRequestID("run_usage_", id, inputSeq)
-	err := retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.RecordUsage(ctx, id, usage, reqID)
-	})
-	switch {
-	case err == nil, ctx.Err() != nil:
-	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted, fsm.ReasonOf(err) == fsm.ReasonSessionStopped:
-		r.logger.Info("turn usage not charged", "session", id, "input", inputSeq, "error", err)
-	default:
-		r.logger.Warn("charging turn usage", "session", id, "input", inputSeq, "error", err)
-	}
 }
 
 // turnClosedError is the cause a turn's context is cancelled with when the
@@ -489,16 +472,24 @@ func (r *Runner) chargeOutput(ctx context.Context, id string, inputSeq, words ui
 	if words == 0 {
 		return
 	}
-	reqID := turnRequestID("run_output_", id, inputSeq)
+	r.chargeAfterTurn(ctx, id, inputSeq, "run_output_", &fsmpb.Budget{OutputTokens: words})
+}
+
+// chargeAfterTurn charges usage once a turn has completed, under a request
+// id derived from the input and what is charged (prefix), so a repeated
+// pass charges it once. A refusal is journaled by the FSM and only logged
+// here.
+func (r *Runner) chargeAfterTurn(ctx context.Context, id string, inputSeq uint64, prefix string, usage *fsmpb.Budget) {
+	reqID := turnRequestID(prefix, id, inputSeq)
 	err := retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.RecordUsage(ctx, id, &fsmpb.Budget{OutputTokens: words}, reqID)
+		return r.cfg.Writer.RecordUsage(ctx, id, usage, reqID)
 	})
 	switch {
 	case err == nil, ctx.Err() != nil:
 	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted, fsm.ReasonOf(err) == fsm.ReasonSessionStopped:
-		r.logger.Info("output tokens not charged", "session", id, "input", inputSeq, "tokens", words, "error", err)
+		r.logger.Info("usage not charged", "session", id, "input", inputSeq, "usage", usage.String(), "error", err)
 	default:
-		r.logger.Warn("charging output tokens", "session", id, "input", inputSeq, "tokens", words, "error", err)
+		r.logger.Warn("charging usage after the turn", "session", id, "input", inputSeq, "usage", usage.String(), "error", err)
 	}
 }
 
