@@ -94,8 +94,8 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	if err := activeSession(s); err != nil {
+		return nil, err
 	}
 	env := a.loadEnvelope(s.EnvelopeId)
 	if env == nil {

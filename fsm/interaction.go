@@ -79,8 +79,8 @@ func (a *applier) answerApproval(c *fsmpb.Command, cmd *fsmpb.AnswerApproval) (*
 	if ap := s.Approval; ap != nil && ap.ApprovalSeq == cmd.ApprovalSeq && ap.Answered {
 		return &fsmpb.Result{NoOp: true, Body: &fsmpb.Result_Session{Session: s}}, nil
 	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	if err := activeSession(s); err != nil {
+		return nil, err
 	}
 	if s.PendingApprovalSeq == 0 || s.PendingApprovalSeq != cmd.ApprovalSeq {
 		return nil, errorf(ReasonNoPendingApproval, "no approval pending at seq %d", cmd.ApprovalSeq)
@@ -124,8 +124,8 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	if err := checkEpoch(s, cmd.Epoch, "runner of"); err != nil {
 		return nil, err
 	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	if err := activeSession(s); err != nil {
+		return nil, err
 	}
 	first := s.HeadSeq + 1
 	events := make([]*fsmpb.Event, 0, len(cmd.Events))

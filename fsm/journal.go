@@ -55,8 +55,8 @@ func (a *applier) appendEvents(c *fsmpb.Command, cmd *fsmpb.AppendEvents) (*fsmp
 	if err != nil {
 		return nil, err
 	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	if err := activeSession(s); err != nil {
+		return nil, err
 	}
 	if cmd.ExpectedSeq != nil && *cmd.ExpectedSeq != s.HeadSeq {
 		e := errorf(ReasonSeqMismatch, "expected head %d, journal head is %d", *cmd.ExpectedSeq, s.HeadSeq)

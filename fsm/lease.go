@@ -35,8 +35,8 @@ func (a *applier) takeLease(c *fsmpb.Command, cmd *fsmpb.TakeLease) (*fsmpb.Resu
 	if err != nil {
 		return nil, err
 	}
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return nil, errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	if err := activeSession(s); err != nil {
+		return nil, err
 	}
 	at, err := a.loadAttachment(s.SessionId, cmd.AttachmentId)
 	if err != nil {

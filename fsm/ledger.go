@@ -37,13 +37,6 @@ func validProviderID(id string) *Error {
 	return nil
 }
 
-func activeSession(s *fsmpb.Session) *Error {
-	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
-	}
-	return nil
-}
-
 // freshSession: new provider-facing id and epoch binding, cached provider
 // state pruned (the count is reported; 0 is normal). No reset boundary;
 // messages and queued inputs stay.

@@ -142,3 +142,10 @@ func truncate(s string, n int) string {
 	}
 	return string(bytes.ToValidUTF8([]byte(s[:n]), nil)) + "…"
 }
+
+func activeSession(s *fsmpb.Session) *Error {
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
+	}
+	return nil
+}
