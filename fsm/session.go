@@ -143,6 +143,7 @@ func truncate(s string, n int) string {
 	return string(bytes.ToValidUTF8([]byte(s[:n]), nil)) + "…"
 }
 
+// activeSession refuses a stopped session: SESSION_STOPPED, with its reason.
 func activeSession(s *fsmpb.Session) *Error {
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
 		return errorf(ReasonSessionStopped, "session %s is stopped (%s)", s.SessionId, s.StopReason)
