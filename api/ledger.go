@@ -159,16 +159,19 @@ func (h *sessionHandler) GetLineage(ctx context.Context, req *connect.Request[fa
 	return connect.NewResponse(resp), nil
 }
 
+// BudgetToAPI is the API form of an FSM budget (nil: a zero budget).
+func BudgetToAPI(x *fsmpb.Budget) *fakv1.Budget {
+	return &fakv1.Budget{Turns: x.GetTurns(), OutputTokens: x.GetOutputTokens(), Queries: x.GetQueries(),
+		SpendMicros: x.GetSpendMicros(), ToolCalls: x.GetToolCalls()}
+}
+
 // envelopeToAPI adds what a client needs to act on: remaining per axis and
 // elapsed wall clock (by this node's clock: a view, not a decision).
 func envelopeToAPI(e *fsmpb.Envelope) *fakv1.Envelope {
 	if e == nil {
 		return nil
 	}
-	b := func(x *fsmpb.Budget) *fakv1.Budget {
-		return &fakv1.Budget{Turns: x.GetTurns(), OutputTokens: x.GetOutputTokens(), Queries: x.GetQueries(),
-			SpendMicros: x.GetSpendMicros(), ToolCalls: x.GetToolCalls()}
-	}
+	b := BudgetToAPI
 	rem := func(limit, used uint64) uint64 {
 		if limit == 0 || used >= limit {
 			return 0

@@ -120,11 +120,9 @@ func (h *lifecycleHandler) RecordUsage(ctx context.Context, req *connect.Request
 	if m.SessionId == "" && m.LaunchId == "" {
 		return nil, invalidArgument("a trace id (session_id or %s) or a launch_id is required", HeaderTraceID)
 	}
-	u := m.GetUsage()
 	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RecordUsage{RecordUsage: &fsmpb.RecordUsage{
 		SessionId: m.SessionId, LaunchId: m.LaunchId, ContextTokens: m.ContextTokens,
-		Usage: &fsmpb.Budget{Turns: u.GetTurns(), OutputTokens: u.GetOutputTokens(), Queries: u.GetQueries(),
-			SpendMicros: u.GetSpendMicros(), ToolCalls: u.GetToolCalls()},
+		Usage: budgetFromAPI(m.GetUsage()),
 	}}}
 	resp, err := write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command { return cmd },
@@ -165,4 +163,10 @@ func (h *lifecycleHandler) DescribeLaunch(ctx context.Context, req *connect.Requ
 	}
 	return connect.NewResponse(&fakv1.DescribeLaunchResponse{LaunchId: l.LaunchId, Provider: l.Provider,
 		DefaultSession: l.DefaultSession, ProviderSessionId: l.ProviderSessionId}), nil
+}
+
+// budgetFromAPI is the FSM's form of an API budget (nil: zero usage).
+func budgetFromAPI(u *fakv1.Budget) *fsmpb.Budget {
+	return &fsmpb.Budget{Turns: u.GetTurns(), OutputTokens: u.GetOutputTokens(), Queries: u.GetQueries(),
+		SpendMicros: u.GetSpendMicros(), ToolCalls: u.GetToolCalls()}
 }

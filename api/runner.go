@@ -36,12 +36,16 @@ func (h *runnerHandler) AppendRunnerEvents(ctx context.Context, req *connect.Req
 	}
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
-			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: &fsmpb.RunnerAppend{
-				SessionId: m.SessionId, Epoch: m.Epoch, Events: eventInputsFromAPI(m.Events),
-			}}}
+			ra := &fsmpb.RunnerAppend{SessionId: m.SessionId, Epoch: m.Epoch, Events: eventInputsFromAPI(m.Events), ChargeTurn: m.ChargeTurn}
+			if m.Usage != nil {
+				ra.Usage = budgetFromAPI(m.Usage)
+			}
+			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: ra}}
 		},
 		func(res *fsmpb.Result) *fakv1.AppendRunnerEventsResponse {
-			return &fakv1.AppendRunnerEventsResponse{FirstSeq: res.GetAppend().GetFirstSeq(), LastSeq: res.GetAppend().GetLastSeq()}
+			a := res.GetAppend()
+			return &fakv1.AppendRunnerEventsResponse{FirstSeq: a.GetFirstSeq(), LastSeq: a.GetLastSeq(),
+				TurnRefused: a.GetTurnRefused(), UsageRefused: a.GetUsageRefused()}
 		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.AppendRunnerEventsRequest]) (*connect.Response[fakv1.AppendRunnerEventsResponse], error) {
 			return p.runner.AppendRunnerEvents(ctx, r)

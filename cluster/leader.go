@@ -81,6 +81,12 @@ func (c *Cluster) leaderLoop(stopCh chan struct{}) {
 	}
 	c.ready.Store(true)
 	c.logger.Info("leader ready", "term", c.raft.CurrentTerm())
+	nudged := make(chan struct{})
+	defer func() { <-nudged }()
+	go func() {
+		defer close(nudged)
+		c.nudgeLoop(stopCh)
+	}()
 	ticker := time.NewTicker(reconcileInterval)
 	defer ticker.Stop()
 	missing := make(map[raft.ServerID]time.Time)

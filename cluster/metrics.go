@@ -25,6 +25,9 @@ type Observer interface {
 	// ObserveSnapshot: an FSM snapshot of size bytes was persisted in d
 	// (err non-nil: it failed, size is what was written).
 	ObserveSnapshot(d time.Duration, size int64, err error)
+	// ObserveCommitNudge: the leader appended an empty entry so followers
+	// learn a commit their runner waits for (nudge.go); err its outcome.
+	ObserveCommitNudge(err error)
 }
 
 // nopObserver is used when Config.Observer is nil.
@@ -34,6 +37,7 @@ func (nopObserver) ObserveApply(time.Duration, error)           {}
 func (nopObserver) ObserveEntry(int)                            {}
 func (nopObserver) ObserveFSMBatch(int)                         {}
 func (nopObserver) ObserveSnapshot(time.Duration, int64, error) {}
+func (nopObserver) ObserveCommitNudge(error)                    {}
 
 func (c *Config) observer() Observer {
 	if c.Observer == nil {

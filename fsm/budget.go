@@ -97,34 +97,44 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if err := activeSession(s); err != nil {
 		return nil, err
 	}
-	env := a.loadEnvelope(s.EnvelopeId)
-	if env == nil {
-		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
-	}
 	usage := cmd.Usage
 	if usage == nil {
 		usage = &fsmpb.Budget{}
 	}
-	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: cmd.ContextTokens, Envelope: env.EnvelopeId, ViaLaunch: cmd.LaunchId}
+	env, err := a.charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
+	a.putSession(s)
+	if err != nil {
+		return nil, err
+	}
+	return &fsmpb.Result{Body: &fsmpb.Result_Envelope{Envelope: env}}, nil
+}
+
+// charge charges usage (and context tokens) to s's envelope and journals
+// it on s (budget.charged), or, when it would pass a hard limit, journals
+// the refusal (budget.exhausted), counts it and returns BUDGET_EXHAUSTED
+// with nothing of it charged. The caller stores s.
+func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch string) (*fsmpb.Envelope, *Error) {
+	env := a.loadEnvelope(s.EnvelopeId)
+	if env == nil {
+		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
+	}
+	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch}
 	exhausted := overLimit(env.Limits, env.Used, usage)
-	if exhausted == "" && s.ContextCap > 0 && s.ContextUsed+cmd.ContextTokens > s.ContextCap {
+	if exhausted == "" && s.ContextCap > 0 && s.ContextUsed+contextTokens > s.ContextCap {
 		exhausted = "context_tokens"
 	}
+	s.UpdatedUnixNano = c.TimeUnixNano
 	if exhausted != "" {
 		f.Exhausted = exhausted
 		env.Refusals++
 		a.putEnvelope(env)
-		s.UpdatedUnixNano = c.TimeUnixNano
 		a.putEvents(newEvent(s, c, KindBudgetExhausted, "refused: "+exhausted+" exhausted", fact(f)))
-		a.putSession(s)
 		return nil, errorf(ReasonBudgetExhausted, "%s budget of session %s is exhausted", exhausted, s.SessionId)
 	}
 	addBudget(env.Used, usage)
 	env.LastChargeUnixNano = c.TimeUnixNano
 	a.putEnvelope(env)
-	s.ContextUsed += cmd.ContextTokens
-	s.UpdatedUnixNano = c.TimeUnixNano
+	s.ContextUsed += contextTokens
 	a.putEvents(newEvent(s, c, KindBudgetCharged, "", fact(f)))
-	a.putSession(s)
-	return &fsmpb.Result{Body: &fsmpb.Result_Envelope{Envelope: env}}, nil
+	return env, nil
 }

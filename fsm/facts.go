@@ -205,6 +205,14 @@ type interruptFact struct {
 	By       interruptByFact `json:"by"`
 }
 
+// refusedTurnFact is the data of the turn.completed that closes a turn
+// the envelope refused; its keys are those of the runner's turn facts.
+type refusedTurnFact struct {
+	Status   string `json:"status"`
+	Reason   string `json:"reason"`
+	InputSeq uint64 `json:"input_seq"`
+}
+
 // interruptByFact names who interrupted a turn: an attachment, a move or
 // a launch.
 type interruptByFact struct {

@@ -45,6 +45,8 @@ type FSM struct {
 
 	notifyMu sync.Mutex
 	notify   chan struct{}
+
+	changes changeFeed
 }
 
 var (
@@ -107,8 +109,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	var written []SessionChange
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		a := newApplier(tx)
+		defer func() { written = a.touched.list }()
 		for i, l := range logs {
 			if l.Type != raft.LogCommand {
 				continue
@@ -125,6 +129,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		panic("fsm: apply: " + err.Error())
 	}
 	f.applied.Store(logs[len(logs)-1].Index)
+	f.changes.publish(written)
 	f.broadcast()
 	return out
 }
@@ -141,6 +146,11 @@ type applier struct {
 	launches *bolt.Bucket
 	lineage  *bolt.Bucket
 	nodes    *bolt.Bucket
+
+	// touched: the sessions written (change feed); ownWrite: the command
+	// being applied is a runner's own write.
+	touched  touched
+	ownWrite bool
 }
 
 // appendFillPercent: journal chunks are appended at the end of their
@@ -205,6 +215,7 @@ func (a *applier) applyCommand(c *fsmpb.Command) *fsmpb.Result {
 			}
 		}
 	}
+	a.ownWrite = runnersOwnWrite(c)
 	r := a.dispatch(c)
 	if c.RequestId != "" {
 		buf, err := proto.Marshal(r)

@@ -128,6 +128,18 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 		return nil, err
 	}
 	first := s.HeadSeq + 1
+	res := &fsmpb.AppendResult{SessionId: s.SessionId, FirstSeq: first}
+	if cmd.ChargeTurn {
+		refused, err := a.chargeTurnStart(c, s, cmd)
+		if err != nil {
+			return nil, err
+		}
+		if refused {
+			a.putSession(s)
+			res.LastSeq, res.TurnRefused = s.HeadSeq, true
+			return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: res}}, nil
+		}
+	}
 	events := make([]*fsmpb.Event, 0, len(cmd.Events))
 	for i, in := range cmd.Events {
 		inTurn := s.TurnInputSeq != 0
@@ -178,8 +190,52 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	}
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putEvents(events...)
+	if cmd.Usage != nil {
+		// Refused or not, the append stands: the turn's events happened.
+		_, err := a.charge(c, s, cmd.Usage, 0, "")
+		res.UsageRefused = err != nil
+	}
 	a.putSession(s)
-	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: &fsmpb.AppendResult{
-		SessionId: s.SessionId, FirstSeq: first, LastSeq: s.HeadSeq,
-	}}}, nil
+	res.LastSeq = s.HeadSeq
+	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: res}}, nil
+}
+
+// Refused turns: how the FSM closes a turn whose charge the envelope
+// refused.
+const (
+	StatusRefused   = "refused"
+	RefusedTurnText = "refused: turn budget exhausted"
+)
+
+// chargeTurnStart charges the turn a runner starts (RunnerAppend with
+// charge_turn): one turn and one query, before turn.started, checked
+// before anything is written. When the envelope refuses (the refusal
+// journaled), it starts the turn and closes it refused, so the queue moves
+// on, and reports refused; the caller stores s.
+func (a *applier) chargeTurnStart(c *fsmpb.Command, s *fsmpb.Session, cmd *fsmpb.RunnerAppend) (refused bool, _ *Error) {
+	if len(cmd.Events) != 1 || cmd.Events[0].Kind != KindTurnStarted {
+		return false, errorf(ReasonInvalidArgument, "charge_turn needs exactly one event, turn.started")
+	}
+	switch {
+	case s.TurnInputSeq != 0:
+		return false, errorf(ReasonTurnOrder, "event 0: a turn is already running (input %d)", s.TurnInputSeq)
+	case len(s.QueuedInputs) == 0:
+		return false, errorf(ReasonTurnOrder, "event 0: no queued input to start a turn on")
+	}
+	_, err := a.charge(c, s, &fsmpb.Budget{Turns: 1, Queries: 1}, 0, "")
+	if err == nil {
+		return false, nil
+	}
+	if err.Reason != ReasonBudgetExhausted {
+		return false, err
+	}
+	in := cmd.Events[0]
+	input := s.QueuedInputs[0]
+	s.QueuedInputs = s.QueuedInputs[1:]
+	s.TurnsCompleted++
+	a.putEvents(newEvent(s, c, in.Kind, in.Text, in.Data),
+		newEvent(s, c, KindTurnCompleted, RefusedTurnText, fact(refusedTurnFact{
+			Status: StatusRefused, Reason: string(ReasonBudgetExhausted), InputSeq: input,
+		})))
+	return true, nil
 }

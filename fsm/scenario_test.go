@@ -182,6 +182,11 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c = answerApproval(pos(0), pos(1), num("seq", 0), td.HasArg("approve"), val("note", ""))
 	case "runner":
 		c = runnerAppend(pos(0), num("epoch", cur().Epoch), events()...)
+		ra := c.GetRunnerAppend()
+		ra.ChargeTurn = td.HasArg("charge-turn")
+		if td.HasArg("usage") {
+			ra.Usage = budget()
+		}
 	case "charge":
 		if l := val("launch", ""); l != "" {
 			c = launchUsage(l, budget(), num("context", 0))
@@ -272,6 +277,12 @@ func (sc *scenario) applyAndShow(c *fsmpb.Command, first string) string {
 		fmt.Fprintf(&b, ": #%d", a.FirstSeq)
 		if a.LastSeq != a.FirstSeq {
 			fmt.Fprintf(&b, "..#%d", a.LastSeq)
+		}
+		if a.TurnRefused {
+			b.WriteString(" (turn refused)")
+		}
+		if a.UsageRefused {
+			b.WriteString(" (usage refused)")
 		}
 	}
 	if bd := r.GetBoundary(); bd != nil {

@@ -57,6 +57,7 @@ func (a *applier) putSession(s *fsmpb.Session) {
 		panic("fsm: marshal session: " + err.Error())
 	}
 	a.must(a.sessions.Put([]byte(s.SessionId), buf))
+	a.touched.add(s, !a.ownWrite)
 }
 
 func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fsmpb.Result, *Error) {

@@ -103,6 +103,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.db = db
 	f.applied.Store(applied)
 	f.restores.Add(1)
+	f.changes.reset()
 	return nil
 }
 

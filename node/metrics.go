@@ -34,6 +34,7 @@ type metrics struct {
 	snapshotTime  prometheus.Histogram
 	snapshotSize  prometheus.Gauge
 	snapshots     *prometheus.CounterVec
+	commitNudges  *prometheus.CounterVec
 	moves         *prometheus.CounterVec
 	movePhase     *prometheus.HistogramVec
 	moveDuration  *prometheus.HistogramVec
@@ -85,6 +86,10 @@ func newMetrics() *metrics {
 			Name: "fak_fsm_snapshots_total",
 			Help: "FSM snapshots written, by outcome (ok, error).",
 		}, []string{"outcome"}),
+		commitNudges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fak_raft_commit_nudges_total",
+			Help: "Empty entries the leader appended so that followers learn at once of a commit their runner waits for (an input, an interrupt, a move step), by outcome (ok, error).",
+		}, []string{"outcome"}),
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fak_moves_total",
 			Help: "Moves ended by this node's move controller (while it led), by cause and outcome (committed, failed, unsafe).",
@@ -105,7 +110,7 @@ func newMetrics() *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(),
 		m.applyDuration, m.applyFailures, m.entryCommands, m.fsmBatch,
-		m.snapshotTime, m.snapshotSize, m.snapshots,
+		m.snapshotTime, m.snapshotSize, m.snapshots, m.commitNudges,
 		m.moves, m.movePhase, m.moveDuration,
 	)
 	return m
@@ -163,6 +168,14 @@ func (m *metrics) ObserveSnapshot(d time.Duration, size int64, err error) {
 	m.snapshots.WithLabelValues("ok").Inc()
 	m.snapshotTime.Observe(d.Seconds())
 	m.snapshotSize.Set(float64(size))
+}
+
+func (m *metrics) ObserveCommitNudge(err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.commitNudges.WithLabelValues(outcome).Inc()
 }
 
 var _ cluster.Observer = (*metrics)(nil)

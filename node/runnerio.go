@@ -64,16 +64,20 @@ func localAddr(a net.Addr) string {
 	return net.JoinHostPort(loop.String(), strconv.Itoa(tcp.Port))
 }
 
-func (w *apiWriter) AppendRunnerEvents(ctx context.Context, sessionID string, epoch uint64, events []runner.Event, requestID string) (uint64, uint64, error) {
-	req := &fakv1.AppendRunnerEventsRequest{SessionId: sessionID, Epoch: epoch, RequestId: requestID}
-	for _, ev := range events {
+func (w *apiWriter) AppendRunnerEvents(ctx context.Context, a runner.Append) (runner.Appended, error) {
+	req := &fakv1.AppendRunnerEventsRequest{SessionId: a.SessionID, Epoch: a.Epoch, RequestId: a.RequestID, ChargeTurn: a.ChargeTurn}
+	if a.Usage != nil {
+		req.Usage = api.BudgetToAPI(a.Usage)
+	}
+	for _, ev := range a.Events {
 		req.Events = append(req.Events, &fakv1.EventInput{Kind: ev.Kind, Text: ev.Text, Data: ev.Data})
 	}
 	resp, err := w.runner.AppendRunnerEvents(ctx, connect.NewRequest(req))
 	if err != nil {
-		return 0, 0, classify(err)
+		return runner.Appended{}, classify(err)
 	}
-	return resp.Msg.FirstSeq, resp.Msg.LastSeq, nil
+	m := resp.Msg
+	return runner.Appended{First: m.FirstSeq, Last: m.LastSeq, TurnRefused: m.TurnRefused, UsageRefused: m.UsageRefused}, nil
 }
 
 // CommitCheckpoint, CommitRestore and FailMove are the runner's move steps
@@ -105,8 +109,7 @@ func (w *apiWriter) FailMove(ctx context.Context, sessionID, moveID, reason stri
 func (w *apiWriter) RecordUsage(ctx context.Context, sessionID string, usage *fsmpb.Budget, requestID string) error {
 	_, err := w.lifecycle.RecordUsage(ctx, connect.NewRequest(&fakv1.RecordUsageRequest{
 		SessionId: sessionID, RequestId: requestID,
-		Usage: &fakv1.Budget{Turns: usage.GetTurns(), OutputTokens: usage.GetOutputTokens(), Queries: usage.GetQueries(),
-			SpendMicros: usage.GetSpendMicros(), ToolCalls: usage.GetToolCalls()},
+		Usage: api.BudgetToAPI(usage),
 	}))
 	return classify(err)
 }

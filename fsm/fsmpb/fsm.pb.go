@@ -3681,10 +3681,19 @@ func (x *AnswerApproval) GetNote() string {
 // of one execution epoch. It is refused with STALE_EPOCH unless epoch is the
 // session's current epoch.
 type RunnerAppend struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Events        []*EventInput          `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch     uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Events    []*EventInput          `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// Charge one turn and one query to the session's envelope as the turn
+	// starts: events is then exactly one turn.started. When the envelope
+	// refuses, the FSM journals the refusal, starts the turn and closes it
+	// refused in the same command (AppendResult.turn_refused).
+	ChargeTurn bool `protobuf:"varint,4,opt,name=charge_turn,json=chargeTurn,proto3" json:"charge_turn,omitempty"`
+	// Charged to the envelope after the events (a finished turn's output
+	// tokens, a runtime's usage). A refusal is journaled (budget.exhausted)
+	// and does not fail the append (AppendResult.usage_refused).
+	Usage         *Budget `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3736,6 +3745,20 @@ func (x *RunnerAppend) GetEpoch() uint64 {
 func (x *RunnerAppend) GetEvents() []*EventInput {
 	if x != nil {
 		return x.Events
+	}
+	return nil
+}
+
+func (x *RunnerAppend) GetChargeTurn() bool {
+	if x != nil {
+		return x.ChargeTurn
+	}
+	return false
+}
+
+func (x *RunnerAppend) GetUsage() *Budget {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -4160,10 +4183,15 @@ func (x *Error) GetHeadSeq() uint64 {
 }
 
 type AppendResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	FirstSeq      uint64                 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
-	LastSeq       uint64                 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	FirstSeq  uint64                 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq   uint64                 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// RunnerAppend with charge_turn: the envelope refused the turn, which
+	// the FSM closed as refused.
+	TurnRefused bool `protobuf:"varint,4,opt,name=turn_refused,json=turnRefused,proto3" json:"turn_refused,omitempty"`
+	// RunnerAppend with usage: the envelope refused it (journaled).
+	UsageRefused  bool `protobuf:"varint,5,opt,name=usage_refused,json=usageRefused,proto3" json:"usage_refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4217,6 +4245,20 @@ func (x *AppendResult) GetLastSeq() uint64 {
 		return x.LastSeq
 	}
 	return 0
+}
+
+func (x *AppendResult) GetTurnRefused() bool {
+	if x != nil {
+		return x.TurnRefused
+	}
+	return false
+}
+
+func (x *AppendResult) GetUsageRefused() bool {
+	if x != nil {
+		return x.UsageRefused
+	}
+	return false
 }
 
 // Session is the stored metadata of one logical session.
@@ -5335,12 +5377,15 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12!\n" +
 	"\fapproval_seq\x18\x03 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"s\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xbe\x01\n" +
 	"\fRunnerAppend\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +
-	"\x06events\x18\x03 \x03(\v2\x16.fak.fsm.v1.EventInputR\x06events\"\x96\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x16.fak.fsm.v1.EventInputR\x06events\x12\x1f\n" +
+	"\vcharge_turn\x18\x04 \x01(\bR\n" +
+	"chargeTurn\x12(\n" +
+	"\x05usage\x18\x05 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\"\x96\x01\n" +
 	"\fAppendEvents\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12&\n" +
@@ -5373,12 +5418,14 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x05Error\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x19\n" +
-	"\bhead_seq\x18\x03 \x01(\x04R\aheadSeq\"e\n" +
+	"\bhead_seq\x18\x03 \x01(\x04R\aheadSeq\"\xad\x01\n" +
 	"\fAppendResult\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"\xf1\t\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12!\n" +
+	"\fturn_refused\x18\x04 \x01(\bR\vturnRefused\x12#\n" +
+	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\xf1\t\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5589,27 +5636,28 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	19, // 43: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
 	19, // 44: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
 	44, // 45: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	44, // 46: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	47, // 47: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	49, // 48: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	48, // 49: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	52, // 50: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	21, // 51: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	55, // 52: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	5,  // 53: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	4,  // 54: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 55: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	32, // 56: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	50, // 57: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	51, // 58: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	16, // 59: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	53, // 60: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	49, // 61: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	19, // 46: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
+	44, // 47: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	47, // 48: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	49, // 49: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	48, // 50: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	52, // 51: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	21, // 52: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	55, // 53: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	5,  // 54: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	4,  // 55: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 56: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	32, // 57: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	50, // 58: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	51, // 59: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	16, // 60: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	53, // 61: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	49, // 62: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }

@@ -84,11 +84,15 @@ type TurnResult struct {
 	// own keys (status, input_seq, ...), which win a clash. Values must
 	// marshal to JSON.
 	Facts map[string]any
-	// Usage, when set, is charged by the runner right after
-	// turn.completed (a model's last call): one write fewer between the
-	// agent's end and its turn's. A refusal then is journaled, the turn
-	// stays completed. Output tokens in it replace the output words.
+	// Usage, when set, is charged in the write of turn.completed (a
+	// model's last call): no write stands between the agent's end and its
+	// turn's. A refusal then is journaled, the turn stays completed.
+	// Output tokens in it replace the output words.
 	Usage *fsmpb.Budget
+	// Tail is output the runtime streamed and has not journaled
+	// (Output.Detach): the runner writes it with turn.completed, in the
+	// same write.
+	Tail string
 }
 
 // Turn is what a runtime can do inside a turn. Every write is fenced by

@@ -9,8 +9,9 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
-// Each turn is charged to the session's envelope before it runs (a turn
-// and a query) and after (its output words). With a limit of two turns
+// Each turn is charged to the session's envelope as it starts (a turn and
+// a query, in the write of turn.started) and as it completes (its output
+// words, in the write of turn.completed). With a limit of two turns
 // the third and later inputs are closed as refused at once, so the queue
 // keeps moving; a clear does not buy new turns: the child shares the
 // envelope and is refused too.
@@ -69,16 +70,17 @@ func TestRunner_TurnBudgetRefusesAndSurvivesAClear(t *testing.T) {
 		t.Fatalf("envelope used %v after the clear, want still 2 turns", e.Used)
 	}
 
-	// A refusal is final: every charge was asked once (no retry of a
-	// BUDGET_EXHAUSTED, no double charge).
+	// A refusal is final: every turn was charged or refused in one write
+	// (no retry of a refused turn, no double charge), and each completed
+	// turn's output rode on its turn.completed.
 	l.mu.Lock()
-	charges := slices.Clone(l.charges)
+	turnCharges, usages, charges := slices.Clone(l.turnCharges), len(l.usages), len(l.charges)
 	l.mu.Unlock()
-	slices.Sort(charges)
-	if len(slices.Compact(slices.Clone(charges))) != len(charges) {
-		t.Fatalf("charge request ids %v: want each charge asked once", charges)
+	slices.Sort(turnCharges)
+	if len(slices.Compact(slices.Clone(turnCharges))) != len(turnCharges) || len(turnCharges) != 5 {
+		t.Fatalf("turn charges %v: want 5 turns charged or refused, each once", turnCharges)
 	}
-	if len(charges) != 2+2+3 { // 5 turns charged or refused, 2 outputs
-		t.Fatalf("%d charges (%v), want 7", len(charges), charges)
+	if usages != 2 || charges != 0 {
+		t.Fatalf("%d appends with usage and %d separate charges, want the 2 outputs on their turn.completed", usages, charges)
 	}
 }

@@ -31,11 +31,13 @@ type local struct {
 	// transient error, like a leader lost right after committing.
 	indeterminate int
 	requestIDs    []string // of runner appends
+	turnCharges   []string // request ids of runner appends charging a turn
+	usages        []string // request ids of runner appends charging usage
 	charges       []string // request ids of RecordUsage calls
-	// afterCharge, when set, runs after each RecordUsage is applied and
-	// before it returns: commands it applies land between the runner's
-	// charge and its next write.
-	afterCharge func(reqID string, usage *fsmpb.Budget)
+	// beforeTurnStart, when set, runs before a runner append that starts
+	// a turn is applied: commands it applies land between the runner's
+	// read of the session and its turn.started.
+	beforeTurnStart func()
 }
 
 func newLocal(t *testing.T) *local {
@@ -69,26 +71,39 @@ func (l *local) must(cmd *fsmpb.Command) *fsmpb.Result {
 	return res
 }
 
-func (l *local) AppendRunnerEvents(_ context.Context, id string, epoch uint64, events []runner.Event, reqID string) (uint64, uint64, error) {
-	cmd := &fsmpb.RunnerAppend{SessionId: id, Epoch: epoch}
-	for _, ev := range events {
+func (l *local) AppendRunnerEvents(_ context.Context, w runner.Append) (runner.Appended, error) {
+	cmd := &fsmpb.RunnerAppend{SessionId: w.SessionID, Epoch: w.Epoch, ChargeTurn: w.ChargeTurn, Usage: w.Usage}
+	for _, ev := range w.Events {
 		cmd.Events = append(cmd.Events, &fsmpb.EventInput{Kind: ev.Kind, Text: ev.Text, Data: ev.Data})
 	}
-	res := l.apply(&fsmpb.Command{RequestId: reqID, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: cmd}})
 	l.mu.Lock()
-	l.requestIDs = append(l.requestIDs, reqID)
+	hook := l.beforeTurnStart
+	l.mu.Unlock()
+	if hook != nil && w.ChargeTurn {
+		hook()
+	}
+	res := l.apply(&fsmpb.Command{RequestId: w.RequestID, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: cmd}})
+	l.mu.Lock()
+	l.requestIDs = append(l.requestIDs, w.RequestID)
+	if w.ChargeTurn {
+		l.turnCharges = append(l.turnCharges, w.RequestID)
+	}
+	if w.Usage != nil {
+		l.usages = append(l.usages, w.RequestID)
+	}
 	fail := l.indeterminate > 0
 	if fail {
 		l.indeterminate--
 	}
 	l.mu.Unlock()
 	if err := fsm.ResultError(res); err != nil {
-		return 0, 0, err
+		return runner.Appended{}, err
 	}
 	if fail {
-		return 0, 0, runner.Transient(errors.New("leadership lost while committing"))
+		return runner.Appended{}, runner.Transient(errors.New("leadership lost while committing"))
 	}
-	return res.GetAppend().FirstSeq, res.GetAppend().LastSeq, nil
+	a := res.GetAppend()
+	return runner.Appended{First: a.FirstSeq, Last: a.LastSeq, TurnRefused: a.TurnRefused, UsageRefused: a.UsageRefused}, nil
 }
 
 func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string) error {
@@ -112,11 +127,7 @@ func (l *local) RecordUsage(_ context.Context, id string, usage *fsmpb.Budget, r
 		SessionId: id, Usage: usage}}})
 	l.mu.Lock()
 	l.charges = append(l.charges, reqID)
-	hook := l.afterCharge
 	l.mu.Unlock()
-	if hook != nil {
-		hook(reqID, usage)
-	}
 	return fsm.ResultError(res)
 }
 

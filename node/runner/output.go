@@ -22,7 +22,8 @@ const (
 // waits for the cluster (a background writer emits); Flush waits until
 // everything written is journaled and must be called before the runtime
 // emits any other event, so events keep the order they happened in. Close
-// flushes and stops the writer. After a write error, every call returns it.
+// flushes and stops the writer; Detach stops it and returns what is left.
+// After a write error, every call returns it.
 type Output struct {
 	t    Turn
 	ctx  context.Context
@@ -97,6 +98,26 @@ func (o *Output) Close() error {
 	o.poke()
 	<-o.done
 	return err
+}
+
+// Detach stops the writer without writing what is left, once no write is
+// in flight, and returns that text: the runtime hands it to the runner
+// (TurnResult.Tail), which journals it with turn.completed in one write.
+func (o *Output) Detach() (string, error) {
+	o.mu.Lock()
+	for o.inflight && o.err == nil {
+		o.cond.Wait()
+	}
+	tail, err := string(o.buf), o.err
+	o.buf, o.closed = nil, true
+	o.cond.Broadcast()
+	o.mu.Unlock()
+	o.poke()
+	<-o.done
+	if err != nil {
+		return "", err
+	}
+	return tail, nil
 }
 
 // run emits the buffer whenever it holds text, then rests OutputInterval,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -12,12 +13,11 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
-// DefaultScanInterval is the least time between two scans of the replica:
-// a burst of applied entries costs one scan, not one per entry. On top of
-// it, the pause after a scan is at least scanCostFactor times the scan's
-// duration, so scanning a large fleet under load takes a bounded share of
-// a core (about 1/scanCostFactor) while a small one reacts within
-// milliseconds.
+// DefaultScanInterval is the least time between two full scans of the
+// replica (reads of every session; changes between them are followed
+// through the FSM's change feed). On top of it, the pause after a scan is
+// at least scanCostFactor times the scan's duration, so scanning a large
+// fleet takes a bounded share of a core (about 1/scanCostFactor).
 const DefaultScanInterval = 5 * time.Millisecond
 
 // scanCostFactor: see DefaultScanInterval.
@@ -68,6 +68,7 @@ type Runner struct {
 	mu     sync.Mutex
 	hosts  map[string]*host
 	warned map[string]string // session → adapter name already warned about
+	kicked []string          // sessions whose worker ended since the loop last looked
 }
 
 // host is the runner's record of one session it serves.
@@ -78,7 +79,22 @@ type host struct {
 	resetSeq uint64    // the reset boundary runtime's context starts after
 	restores uint64    // the FSM's restore count when runtime started
 	runtime  Runtime   // nil until the first turn of the epoch (or of the context after a reset)
+	// written is the highest seq the runner's writes for the session
+	// committed: a worker's pass waits until the local replica holds it.
+	written atomic.Uint64
 }
+
+// wrote notes that a write for the session committed up to seq.
+func (h *host) wrote(seq uint64) {
+	for {
+		cur := h.written.Load()
+		if seq <= cur || h.written.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+func (h *host) lastWritten() uint64 { return h.written.Load() }
 
 // stale reports whether h's runtime no longer serves s's current context:
 // the session left this node, its epoch changed, a reset cut its context,
@@ -131,77 +147,120 @@ func (r *Runner) Stop() {
 	}
 }
 
-// loop scans after every change of the replica, at most once per
-// ScanInterval (longer for a slow scan), and whenever a worker ends (it may
-// have left work behind).
-// Between two scans a change re-reads only the sessions the last scan saw
-// moving (point reads): a move's steps follow each other within
-// milliseconds, each waiting for a runner, and must not wait for the next
-// scan.
+// rescanInterval is how often the runner reads every session even when
+// the change feed says nothing changed: a safety net, not the way work is
+// found.
+const rescanInterval = 10 * time.Second
+
+// loop reads every session at start, then only the sessions the FSM's
+// change feed names as written, as soon as each batch is applied, and the
+// session of each worker that ends (it may have left work behind). It
+// reads everything again when the feed cannot say what changed (a
+// restore, a reader too far behind), when a paused session may be retried,
+// and every rescanInterval — at most once per ScanInterval, longer for a
+// slow scan.
 func (r *Runner) loop() {
 	defer r.wg.Done()
+	f := r.cfg.FSM
 	throttle := time.NewTimer(0)
 	defer throttle.Stop()
-	for {
-		changed := r.cfg.FSM.Changed()
-		started := time.Now()
-		wake, moving := r.scan()
-		throttle.Reset(max(r.cfg.ScanInterval, scanCostFactor*time.Since(started)) - time.Since(started))
-		var retry <-chan time.Time
-		var timer *time.Timer
-		if !wake.IsZero() {
-			timer = time.NewTimer(time.Until(wake))
-			retry = timer.C
+	rescan := time.NewTicker(rescanInterval)
+	defer rescan.Stop()
+	var retryAt time.Time
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	// retryBy makes the retry timer fire by t at the latest.
+	retryBy := func(t time.Time) {
+		if t.IsZero() || !retryAt.IsZero() && !t.Before(retryAt) {
+			return
 		}
+		retryAt = t
+		retry.Reset(time.Until(t))
+	}
+	for {
+		changed := f.Changed()
+		cursor := f.ChangeCursor()
+		started := time.Now()
+		retryAt = time.Time{}
+		retry.Stop()
+		retryBy(r.scan())
+		throttle.Reset(max(r.cfg.ScanInterval, scanCostFactor*time.Since(started)) - time.Since(started))
 		throttled, due := true, false
 		for throttled || !due {
 			select {
 			case <-r.ctx.Done():
-				if timer != nil {
-					timer.Stop()
-				}
 				return
 			case <-throttle.C:
 				throttled = false
-			case <-r.kick:
+			case <-retry.C:
+				due, retryAt = true, time.Time{}
+			case <-rescan.C:
 				due = true
-			case <-retry:
-				due, retry = true, nil
+			case <-r.kick:
+				retryBy(r.reconsider(r.takeKicked()))
 			case <-changed:
-				due, changed = true, nil
-				if throttled && len(moving) > 0 {
-					changed = r.cfg.FSM.Changed()
-					r.reconsider(moving)
+				changed = f.Changed()
+				changes, next, ok := f.ChangesSince(cursor)
+				cursor = next
+				if !ok {
+					due = true
+					continue
 				}
+				ids := make([]string, 0, len(changes))
+				for _, c := range changes {
+					ids = append(ids, c.SessionID)
+				}
+				retryBy(r.reconsider(ids))
 			}
 		}
-		if timer != nil {
-			timer.Stop()
-		}
 	}
 }
 
-// reconsider re-reads the given sessions and starts the workers they need.
-func (r *Runner) reconsider(ids []string) {
+// reconsider re-reads the given sessions (each once) and starts the
+// workers they need. It returns the earliest time a paused one may be
+// retried (zero: none).
+func (r *Runner) reconsider(ids []string) (wake time.Time) {
+	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if s, err := r.cfg.FSM.Session(id); err == nil {
-			r.consider(s)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		s, err := r.cfg.FSM.Session(id)
+		if err != nil {
+			continue // gone: the next full scan forgets it
+		}
+		if w := r.consider(s); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
 		}
 	}
+	return wake
 }
 
-func (r *Runner) kickScan() {
+// kickSession asks the loop to reconsider a session (its worker ended).
+func (r *Runner) kickSession(id string) {
+	r.mu.Lock()
+	r.kicked = append(r.kicked, id)
+	r.mu.Unlock()
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
+func (r *Runner) takeKicked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.kicked
+	r.kicked = nil
+	return ids
+}
+
 // scan starts a worker for every session of this node with work and none
 // running. It reads only session records, never journals: an idle session
 // costs one decode. It returns the earliest time a paused session may be
-// retried (zero: none) and the sessions with an open move.
-func (r *Runner) scan() (wake time.Time, moving []string) {
+// retried (zero: none).
+func (r *Runner) scan() (wake time.Time) {
 	// After a restore, sessions created since the snapshot are gone: this
 	// scan notes the sessions that exist and then forgets the others.
 	var seen map[string]bool
@@ -216,14 +275,11 @@ func (r *Runner) scan() (wake time.Time, moving []string) {
 			if !errors.Is(err, context.Canceled) {
 				r.logger.Warn("scanning sessions", "error", err)
 			}
-			return time.Now().Add(failurePause), moving
+			return time.Now().Add(failurePause)
 		}
 		for _, s := range page {
 			if seen != nil {
 				seen[s.SessionId] = true
-			}
-			if fsm.MoveOpen(s.Move) {
-				moving = append(moving, s.SessionId)
 			}
 			if w := r.consider(s); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
 				wake = w
@@ -234,7 +290,7 @@ func (r *Runner) scan() (wake time.Time, moving []string) {
 				r.forgetVanished(seen)
 				r.swept = restores
 			}
-			return wake, moving
+			return wake
 		}
 		after = page[len(page)-1].SessionId
 	}

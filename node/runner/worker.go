@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
@@ -32,20 +34,27 @@ func (r *Runner) work(id string, h *host) {
 		r.logger.Warn("session worker failed; retrying later", "session", id, "error", err)
 	}
 	r.mu.Unlock()
-	r.kickScan()
+	r.kickSession(id)
 }
 
-// serve runs the session's turns one after another. Each pass starts with a
-// read barrier, so the decision it takes (close an orphaned turn, start the
-// oldest queued input, stop) is taken on state at least as new as the
-// cluster's: only this worker starts turns of the epoch, so the decision
-// stays right until the epoch changes, which fences our writes (or a reset
-// drops the input, which runTurn checks).
+// serve runs the session's turns one after another. Each pass decides on
+// the local replica (close an orphaned turn, start the oldest queued
+// input, a move's step, stop) once it holds every write this runner made
+// for the session. A stale decision is safe: only this worker writes the
+// epoch's turns, the FSM fences every write (epoch, turn order, move
+// state) and runTurn re-reads when its turn.started was not the next
+// write after what it read. After a fenced write the next pass starts
+// with a read barrier, so it decides on state at least as new as the
+// cluster's.
 func (r *Runner) serve(id string, h *host) error {
 	ctx := r.ctx
 	fenced := 0
 	for {
-		if err := r.barrier(ctx, id); err != nil {
+		if fenced > 0 {
+			if err := r.barrier(ctx, id); err != nil {
+				return err
+			}
+		} else if err := r.awaitOwnWrites(ctx, id, h); err != nil {
 			return err
 		}
 		s, err := r.cfg.FSM.Session(id)
@@ -68,7 +77,7 @@ func (r *Runner) serve(id string, h *host) error {
 			// own turn open, so the turn belongs to a runner that died or
 			// gave up (a restart, a crash, an outage longer than the retry
 			// budget).
-			err = r.closeInterrupted(ctx, s)
+			err = r.closeInterrupted(ctx, s, h)
 		case r.checkpointDue(s):
 			err = r.checkpoint(ctx, s, h)
 		case fsm.MoveOpen(s.Move):
@@ -92,6 +101,41 @@ func (r *Runner) serve(id string, h *host) error {
 			r.logger.Debug("write fenced; re-reading the session", "session", id, "error", err)
 		default:
 			return err
+		}
+	}
+}
+
+// ownWritesWait bounds how long a pass waits for the local replica to
+// apply the runner's own acknowledged writes (a follower learns a commit
+// with the leader's next AppendEntries, within milliseconds); past it the
+// pass takes a read barrier instead, which fails the same way when the
+// node cannot reach the leader.
+const ownWritesWait = 2 * time.Second
+
+// awaitOwnWrites returns once the local replica holds every write this
+// runner made for the session (its journal head reached the last seq
+// acknowledged), so a pass does not take its own last turn for an
+// orphaned one.
+func (r *Runner) awaitOwnWrites(ctx context.Context, id string, h *host) error {
+	want := h.lastWritten()
+	if want == 0 {
+		return nil
+	}
+	f := r.cfg.FSM
+	deadline := time.NewTimer(ownWritesWait)
+	defer deadline.Stop()
+	for {
+		changed := f.Changed()
+		s, err := f.Session(id)
+		if err != nil || s.HeadSeq >= want {
+			return nil // a missing session is the pass's to find
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return r.barrier(ctx, id)
+		case <-changed:
 		}
 	}
 }
@@ -211,8 +255,8 @@ func turnData(f turnFact, facts map[string]any) []byte {
 	return out.Bytes()
 }
 
-func (r *Runner) closeInterrupted(ctx context.Context, s *fsmpb.Session) error {
-	t := &turn{r: r, sessionID: s.SessionId, epoch: s.Epoch}
+func (r *Runner) closeInterrupted(ctx context.Context, s *fsmpb.Session, h *host) error {
+	t := &turn{r: r, h: h, sessionID: s.SessionId, epoch: s.Epoch}
 	_, err := t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "interrupted",
 		Data: turnData(turnFact{Status: "interrupted", InputSeq: s.TurnInputSeq}, nil)})
 	if err == nil {
@@ -221,85 +265,55 @@ func (r *Runner) closeInterrupted(ctx context.Context, s *fsmpb.Session) error {
 	return err
 }
 
-// Refused turns: what the runner writes for an input whose turn the budget
-// envelope refused.
-const (
-	RefusedText   = "refused: turn budget exhausted"
-	RefusedStatus = "refused"
-)
-
 func (r *Runner) startedEvent(adapter string, inputSeq uint64) Event {
 	return Event{Kind: fsm.KindTurnStarted, Text: adapter + " on " + r.cfg.Node,
 		Data: turnData(turnFact{InputSeq: inputSeq, Node: r.cfg.Node, Adapter: adapter}, nil)}
 }
 
-func refusedEvent(inputSeq uint64) Event {
-	return Event{Kind: fsm.KindTurnCompleted, Text: RefusedText,
-		Data: turnData(turnFact{Status: RefusedStatus, Reason: string(fsm.ReasonBudgetExhausted), InputSeq: inputSeq}, nil)}
-}
-
-// runTurn runs the turn of the oldest queued input: one turn and one query
-// charged to the session's budget envelope, turn.started (the FSM pops the
-// oldest queued input), the runtime's events, turn.completed, then the
-// turn's output tokens charged. When the envelope refuses the turn, the turn
-// is started and closed as refused in one write, so the queue moves on.
+// runTurn runs the turn of the oldest queued input: turn.started with one
+// turn and one query charged to the session's budget envelope in the same
+// write (the FSM pops the oldest queued input, or, when the envelope
+// refuses, closes the turn as refused so the queue moves on), the
+// runtime's events, then turn.completed with the turn's usage (its output
+// tokens, or what the runtime reported) charged in the same write.
 func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
 	id, inputSeq := s.SessionId, s.QueuedInputs[0]
-	in, err := r.inputEvent(id, inputSeq)
+	t := &turn{r: r, h: h, sessionID: id, epoch: s.Epoch}
+	w, err := t.write(ctx, Append{Events: []Event{r.startedEvent(a.Name(), inputSeq)}, ChargeTurn: true})
 	if err != nil {
 		return err
 	}
-	t := &turn{r: r, sessionID: id, epoch: s.Epoch}
-	charged, err := r.chargeTurn(ctx, id, inputSeq)
-	if err != nil {
-		return err
+	if w.TurnRefused {
+		// (Should a reset have dropped the input read, the FSM refused
+		// the input after it; the event's data names the input read.)
+		r.logger.Info("turn refused by the budget envelope", "session", id, "input", inputSeq)
+		return nil
 	}
-	if !charged {
-		// (Should a reset have dropped the input meanwhile, the FSM
-		// closes the input after it instead; its data then names the
-		// input read. The envelope refuses every turn alike, so the
-		// outcome is the same.)
-		_, err := t.Emit(ctx, r.startedEvent(a.Name(), inputSeq), refusedEvent(inputSeq))
-		return err
-	}
-	if err := r.ensureRuntime(ctx, s, a, h); err != nil {
-		return err
-	}
-	started, err := t.Emit(ctx, r.startedEvent(a.Name(), inputSeq))
-	if err != nil {
-		return err
-	}
+	started, cur := w.Last, s
 	if started > s.HeadSeq+2 {
-		// Something besides our charge was committed between the read
-		// and turn.started. Were it a reset followed by an input (two
-		// events at least), the FSM started the turn on that input, not
-		// on the one read, in a context that starts after the reset:
-		// re-read. With the turn started no reset can come (BUSY), so
-		// what is read now holds until turn.completed.
-		cur, err := r.startedTurn(ctx, s)
-		if err != nil {
+		// Something besides our write was committed after the session was
+		// read (or the read was stale). Were it a reset followed by an
+		// input, the FSM started the turn on that input, not on the one
+		// read, in a context that starts after the reset: re-read. With
+		// the turn started no reset can come (BUSY), so what is read now
+		// holds until turn.completed.
+		if cur, err = r.startedTurn(ctx, s); err != nil {
 			return err
 		}
 		if cur.TurnInputSeq != inputSeq {
 			r.logger.Info("a reset dropped the input read; the turn serves the input after it",
 				"session", id, "read", inputSeq, "input", cur.TurnInputSeq, "reset_seq", cur.ResetSeq)
 			inputSeq = cur.TurnInputSeq
-			if in, err = r.inputEvent(id, inputSeq); err != nil {
-				return err
-			}
-			if charged, err = r.chargeTurn(ctx, id, inputSeq); err != nil {
-				return err
-			}
-			if !charged {
-				_, err := t.Emit(ctx, refusedEvent(inputSeq))
-				return err
-			}
-		}
-		if err := r.ensureRuntime(ctx, cur, a, h); err != nil {
-			return r.completeFailed(ctx, t, s.SessionId, a.Name(), inputSeq, err)
 		}
 	}
 	t.inputSeq = inputSeq
+	in, err := r.inputEvent(id, inputSeq)
+	if err != nil {
+		return r.completeFailed(ctx, t, id, a.Name(), inputSeq, err)
+	}
+	if err := r.ensureRuntime(ctx, cur, a, h); err != nil {
+		return r.completeFailed(ctx, t, id, a.Name(), inputSeq, err)
+	}
 	tctx, cancel := context.WithCancelCause(ctx)
 	stopWatch := r.watchTurn(tctx, cancel, id, s.Epoch, inputSeq, started)
 	res, terr := h.runtime.Turn(tctx, in, t)
@@ -322,26 +336,12 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 		if res.Summary == "" {
 			res.Summary = "completed"
 		}
-		_, err = t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: res.Summary,
-			Data: turnData(turnFact{Status: "completed", InputSeq: inputSeq}, res.Facts)})
+		return t.complete(ctx, res.Tail, Event{Kind: fsm.KindTurnCompleted, Text: res.Summary,
+			Data: turnData(turnFact{Status: "completed", InputSeq: inputSeq}, res.Facts)}, res.Usage)
 	case ctx.Err() != nil, errors.As(terr, &we), isFenced(terr):
 		return terr
-	default:
-		err = r.completeFailed(ctx, t, id, a.Name(), inputSeq, terr)
 	}
-	// Charges after turn.completed, so a turn's events stay together and
-	// no write stands between the agent's end and its turn's.
-	switch {
-	case err != nil:
-	case terr == nil && res.Usage != nil:
-		r.chargeAfterTurn(ctx, id, inputSeq, "run_usage_", res.Usage)
-		if res.Usage.GetOutputTokens() == 0 && !t.outputCharged() {
-			r.chargeOutput(ctx, id, inputSeq, t.outputWords())
-		}
-	case !t.outputCharged():
-		r.chargeOutput(ctx, id, inputSeq, t.outputWords())
-	}
-	return err
+	return r.completeFailed(ctx, t, id, a.Name(), inputSeq, terr)
 }
 
 // turnClosedError is the cause a turn's context is cancelled with when the
@@ -406,9 +406,8 @@ func (r *Runner) completeFailed(ctx context.Context, t *turn, id, adapter string
 	if errors.As(terr, &te) {
 		reason = te.Reason
 	}
-	_, err := t.Emit(ctx, Event{Kind: fsm.KindTurnCompleted, Text: "failed: " + terr.Error(),
-		Data: turnData(turnFact{Status: "failed", Reason: reason, InputSeq: inputSeq, Error: terr.Error()}, nil)})
-	return err
+	return t.complete(ctx, "", Event{Kind: fsm.KindTurnCompleted, Text: "failed: " + terr.Error(),
+		Data: turnData(turnFact{Status: "failed", Reason: reason, InputSeq: inputSeq, Error: terr.Error()}, nil)}, nil)
 }
 
 // inputEvent reads the input event at seq from the local replica.
@@ -444,30 +443,9 @@ func (r *Runner) startedTurn(ctx context.Context, s *fsmpb.Session) (*fsmpb.Sess
 	return cur, nil
 }
 
-// chargeTurn charges one turn and one query to the session's envelope
-// for the input at inputSeq, under a request id derived from the input, so
-// a repeated pass charges it once. It reports false when the envelope
-// refused (BUDGET_EXHAUSTED, which is final: never retried).
-func (r *Runner) chargeTurn(ctx context.Context, id string, inputSeq uint64) (bool, error) {
-	reqID := turnRequestID("run_turn_", id, inputSeq)
-	err := retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.RecordUsage(ctx, id, &fsmpb.Budget{Turns: 1, Queries: 1}, reqID)
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case fsm.ReasonOf(err) == fsm.ReasonBudgetExhausted:
-		r.logger.Info("turn refused by the budget envelope", "session", id, "input", inputSeq, "error", err)
-		return false, nil
-	case IsTransient(err):
-		return false, writeError{err}
-	}
-	return false, fmt.Errorf("charge the turn of input %d: %w", inputSeq, err)
-}
-
-// chargeOutput charges a turn's output tokens (the words it emitted),
-// best effort: the turn has completed (its output exists), and a refusal
-// is journaled by the FSM.
+// chargeOutput charges the output tokens (the words it emitted) of a turn
+// the cluster closed, best effort: the output exists, and a refusal is
+// journaled by the FSM.
 func (r *Runner) chargeOutput(ctx context.Context, id string, inputSeq, words uint64) {
 	if words == 0 {
 		return
@@ -475,10 +453,9 @@ func (r *Runner) chargeOutput(ctx context.Context, id string, inputSeq, words ui
 	r.chargeAfterTurn(ctx, id, inputSeq, "run_output_", &fsmpb.Budget{OutputTokens: words})
 }
 
-// chargeAfterTurn charges usage once a turn has completed, under a request
-// id derived from the input and what is charged (prefix), so a repeated
-// pass charges it once. A refusal is journaled by the FSM and only logged
-// here.
+// chargeAfterTurn charges usage once a turn has ended, under a request id
+// derived from the input and what is charged (prefix), so a repeated pass
+// charges it once. A refusal is journaled by the FSM and only logged here.
 func (r *Runner) chargeAfterTurn(ctx context.Context, id string, inputSeq uint64, prefix string, usage *fsmpb.Budget) {
 	reqID := turnRequestID(prefix, id, inputSeq)
 	err := retry(ctx, func(ctx context.Context) error {
@@ -503,6 +480,7 @@ func (e writeError) Unwrap() error { return e.err }
 // turn implements Turn for one turn of one epoch.
 type turn struct {
 	r         *Runner
+	h         *host // records what the turn's writes committed (nil: nothing)
 	sessionID string
 	epoch     uint64
 
@@ -563,22 +541,69 @@ func (t *turn) outputWords() uint64 {
 }
 
 func (t *turn) Emit(ctx context.Context, events ...Event) (uint64, error) {
-	id := newRequestID()
-	var last uint64
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
-		_, last, err = t.r.cfg.Writer.AppendRunnerEvents(ctx, t.sessionID, t.epoch, events, id)
-		return err
-	})
+	w, err := t.write(ctx, Append{Events: events})
 	if err != nil {
-		return 0, writeError{err}
+		return 0, err
 	}
 	for _, ev := range events {
 		if ev.Kind == fsm.KindOutput {
 			t.countOutput(ev.Text)
 		}
 	}
-	return last, nil
+	return w.Last, nil
+}
+
+// write makes one write of the turn's epoch under a request id fixed
+// before its first attempt and notes on the host what it committed.
+func (t *turn) write(ctx context.Context, a Append) (Appended, error) {
+	a.SessionID, a.Epoch, a.RequestID = t.sessionID, t.epoch, newRequestID()
+	var w Appended
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		w, err = t.r.cfg.Writer.AppendRunnerEvents(ctx, a)
+		return err
+	})
+	if err != nil {
+		return Appended{}, writeError{err}
+	}
+	if t.h != nil {
+		t.h.wrote(w.Last)
+	}
+	return w, nil
+}
+
+// complete writes the turn's last output (tail: text the runtime streamed
+// and left for this write), its turn.completed and its usage in one
+// write: the runtime's usage, whose output tokens, when it has none, are
+// the words the turn emitted, unless the runtime charged output tokens
+// itself. A refused charge is journaled by the FSM and only logged here:
+// the turn happened.
+func (t *turn) complete(ctx context.Context, tail string, ev Event, usage *fsmpb.Budget) error {
+	var events []Event
+	if tail != "" {
+		t.countOutput(tail)
+		for _, piece := range splitText([]byte(tail), outputMaxEvent) {
+			events = append(events, Event{Kind: fsm.KindOutput, Text: piece})
+		}
+	}
+	events = append(events, ev)
+	if usage != nil {
+		usage = proto.Clone(usage).(*fsmpb.Budget)
+	}
+	if !t.outputCharged() && usage.GetOutputTokens() == 0 {
+		if words := t.outputWords(); words > 0 {
+			if usage == nil {
+				usage = &fsmpb.Budget{}
+			}
+			usage.OutputTokens = words
+		}
+	}
+	w, err := t.write(ctx, Append{Events: events, Usage: usage})
+	if err == nil && w.UsageRefused {
+		t.r.logger.Info("the turn's usage was refused by the budget envelope", "session", t.sessionID,
+			"input", t.inputSeq, "usage", usage.String())
+	}
+	return err
 }
 
 // AwaitApproval watches the local replica: the answer is a committed

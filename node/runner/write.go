@@ -16,11 +16,10 @@ import (
 // the API of its own process, so a follower's runner is forwarded to the
 // leader like any other client write.
 type Writer interface {
-	// AppendRunnerEvents appends events of one epoch. requestID makes a
-	// retry of the same write idempotent. Domain errors are *fsm.Error;
-	// errors worth retrying (no leader, outcome unknown, connection lost)
-	// are wrapped with Transient.
-	AppendRunnerEvents(ctx context.Context, sessionID string, epoch uint64, events []Event, requestID string) (first, last uint64, err error)
+	// AppendRunnerEvents makes one runner write. Domain errors are
+	// *fsm.Error; errors worth retrying (no leader, outcome unknown,
+	// connection lost) are wrapped with Transient.
+	AppendRunnerEvents(ctx context.Context, w Append) (Appended, error)
 	// RecordUsage charges usage to the session's budget envelope (the
 	// lineage's shared one). A charge that would pass a hard limit is
 	// refused with the domain error BUDGET_EXHAUSTED (and the refusal is
@@ -39,6 +38,32 @@ type Writer interface {
 	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string) error
 	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error
 	FailMove(ctx context.Context, sessionID, moveID, reason string) error
+}
+
+// Append is one runner write: events of one epoch, and the budget
+// charges that go with them.
+type Append struct {
+	SessionID string
+	Epoch     uint64
+	Events    []Event
+	// ChargeTurn charges one turn and one query to the session's envelope
+	// as the turn starts; Events is then exactly one turn.started. When
+	// the envelope refuses, the FSM starts the turn and closes it refused
+	// (Appended.TurnRefused).
+	ChargeTurn bool
+	// Usage is charged after the events (a finished turn's output tokens,
+	// a runtime's usage); a refusal is journaled and reported
+	// (Appended.UsageRefused), not an error.
+	Usage *fsmpb.Budget
+	// RequestID makes a retry of the same write idempotent.
+	RequestID string
+}
+
+// Appended is what a runner write committed: the seqs of its events (and
+// of the charges journaled with them), and the envelope's refusals.
+type Appended struct {
+	First, Last               uint64
+	TurnRefused, UsageRefused bool
 }
 
 type transientError struct{ err error }

@@ -128,7 +128,7 @@ func (f *fixture) turn(rt runner.Runtime, j *journal, text string, tr *runnertes
 	tr.Input = in.Seq
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := rt.Turn(ctx, in, tr)
+	res, err := runnertest.Run(ctx, rt, in, tr)
 	j.record(tr)
 	return res, err
 }

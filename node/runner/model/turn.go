@@ -33,8 +33,11 @@ func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (ru
 	// streamed before a timeout still reaches the journal.
 	out := runner.NewOutput(ctx, t)
 	res, err := rt.loop(tctx, in, t, out)
-	if cerr := out.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		// The last text goes out with turn.completed, in one write.
+		res.Tail, err = out.Detach()
+	} else {
+		_ = out.Close() // the turn's error is the one to report
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(tctx), errTurnTimeout) {
 		err = runner.Failf(ReasonTurnTimeout, "the turn ran longer than its %s limit", rt.o.TurnTimeout)
@@ -85,9 +88,12 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 			return runner.TurnResult{}, runner.Failf(ReasonBadContext, "%v", err)
 		}
 		r, err := rt.complete(ctx, svc, body, out)
-		// Whatever the call streamed is journaled before anything else.
-		if ferr := out.Flush(); ferr != nil {
-			return runner.TurnResult{}, ferr
+		// Whatever the call streamed is journaled before anything else;
+		// after the last call, that is turn.completed (Turn).
+		if err != nil || len(r.calls) > 0 {
+			if ferr := out.Flush(); ferr != nil {
+				return runner.TurnResult{}, ferr
+			}
 		}
 		if r.text != "" {
 			st.own = append(st.own, &fsmpb.Event{Kind: fsm.KindOutput, Text: r.text})

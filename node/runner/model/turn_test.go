@@ -324,7 +324,7 @@ func TestContextRebuiltFromJournalByteForByte(t *testing.T) {
 
 	for n, rtm := range []runner.Runtime{rt, fresh} {
 		f.srv.Script(modeltest.Reply{Text: "ok"})
-		if _, err := rtm.Turn(context.Background(), in, &runnertest.Turn{Input: in.Seq}); err != nil {
+		if _, err := runnertest.Run(context.Background(), rtm, in, &runnertest.Turn{Input: in.Seq}); err != nil {
 			t.Fatal(err)
 		}
 		f.wantBody(2+n, "", ctx)
@@ -526,7 +526,7 @@ func TestInterruptCancelsStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := rt.Turn(ctx, in, &runnertest.Turn{Input: in.Seq})
+		_, err := runnertest.Run(ctx, rt, in, &runnertest.Turn{Input: in.Seq})
 		done <- err
 	}()
 	wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
@@ -679,7 +679,7 @@ func BenchmarkTextTurn(b *testing.B) {
 	in := j.input("hello there")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := rt.Turn(context.Background(), in, &runnertest.Turn{Input: in.Seq}); err != nil {
+		if _, err := runnertest.Run(context.Background(), rt, in, &runnertest.Turn{Input: in.Seq}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -31,6 +31,17 @@ func (t *Turn) Emit(_ context.Context, evs ...runner.Event) (uint64, error) {
 	return uint64(len(t.events)), nil
 }
 
+// Run runs one turn of rt on t as the runner does: the result's Tail,
+// text the runtime left for the runner to write with turn.completed, is
+// emitted as output once the turn succeeded.
+func Run(ctx context.Context, rt runner.Runtime, in *fsmpb.Event, t *Turn) (runner.TurnResult, error) {
+	res, err := rt.Turn(ctx, in, t)
+	if err == nil && res.Tail != "" {
+		_, err = t.Emit(ctx, runner.Event{Kind: fsm.KindOutput, Text: res.Tail})
+	}
+	return res, err
+}
+
 func (t *Turn) AwaitApproval(ctx context.Context, seq uint64) (bool, error) {
 	if t.Approve == nil {
 		return true, ctx.Err()

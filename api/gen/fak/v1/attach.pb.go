@@ -1175,7 +1175,16 @@ type AppendRunnerEventsRequest struct {
 	Epoch     uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Events    []*EventInput          `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
 	// Idempotency key: a runner retries a write with the same key.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Charge one turn and one query to the session's budget envelope as the
+	// turn starts: events is then exactly one turn.started. When the
+	// envelope refuses, the turn is started and closed as refused in the
+	// same write (turn_refused in the response).
+	ChargeTurn bool `protobuf:"varint,5,opt,name=charge_turn,json=chargeTurn,proto3" json:"charge_turn,omitempty"`
+	// Charged to the envelope after the events (a finished turn's output
+	// tokens, a runtime's usage); a refusal is journaled and does not fail
+	// the write (usage_refused in the response).
+	Usage         *Budget `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,10 +1247,26 @@ func (x *AppendRunnerEventsRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *AppendRunnerEventsRequest) GetChargeTurn() bool {
+	if x != nil {
+		return x.ChargeTurn
+	}
+	return false
+}
+
+func (x *AppendRunnerEventsRequest) GetUsage() *Budget {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 type AppendRunnerEventsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	TurnRefused   bool                   `protobuf:"varint,3,opt,name=turn_refused,json=turnRefused,proto3" json:"turn_refused,omitempty"`
+	UsageRefused  bool                   `protobuf:"varint,4,opt,name=usage_refused,json=usageRefused,proto3" json:"usage_refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1313,20 @@ func (x *AppendRunnerEventsResponse) GetLastSeq() uint64 {
 		return x.LastSeq
 	}
 	return 0
+}
+
+func (x *AppendRunnerEventsResponse) GetTurnRefused() bool {
+	if x != nil {
+		return x.TurnRefused
+	}
+	return false
+}
+
+func (x *AppendRunnerEventsResponse) GetUsageRefused() bool {
+	if x != nil {
+		return x.UsageRefused
+	}
+	return false
 }
 
 var File_fak_v1_attach_proto protoreflect.FileDescriptor
@@ -1380,17 +1419,22 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
 	"\x04note\x18\x05 \x01(\tR\x04note\"C\n" +
 	"\x16AnswerApprovalResponse\x12)\n" +
-	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\x9b\x01\n" +
+	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xe2\x01\n" +
 	"\x19AppendRunnerEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12*\n" +
 	"\x06events\x18\x03 \x03(\v2\x12.fak.v1.EventInputR\x06events\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"T\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vcharge_turn\x18\x05 \x01(\bR\n" +
+	"chargeTurn\x12$\n" +
+	"\x05usage\x18\x06 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\"\x9c\x01\n" +
 	"\x1aAppendRunnerEventsResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeqB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12!\n" +
+	"\fturn_refused\x18\x03 \x01(\bR\vturnRefused\x12#\n" +
+	"\rusage_refused\x18\x04 \x01(\bR\fusageRefusedB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_attach_proto_rawDescOnce sync.Once
@@ -1433,6 +1477,7 @@ var file_fak_v1_attach_proto_goTypes = []any{
 	(*DescribeSessionResponse)(nil),    // 24: fak.v1.DescribeSessionResponse
 	(*Lease)(nil),                      // 25: fak.v1.Lease
 	(*EventInput)(nil),                 // 26: fak.v1.EventInput
+	(*Budget)(nil),                     // 27: fak.v1.Budget
 }
 var file_fak_v1_attach_proto_depIdxs = []int32{
 	22, // 0: fak.v1.DiscoverSessionResponse.placement:type_name -> fak.v1.Placement
@@ -1443,11 +1488,12 @@ var file_fak_v1_attach_proto_depIdxs = []int32{
 	25, // 5: fak.v1.TakeLeaseResponse.lease:type_name -> fak.v1.Lease
 	25, // 6: fak.v1.RenewLeaseResponse.lease:type_name -> fak.v1.Lease
 	26, // 7: fak.v1.AppendRunnerEventsRequest.events:type_name -> fak.v1.EventInput
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	27, // 8: fak.v1.AppendRunnerEventsRequest.usage:type_name -> fak.v1.Budget
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_attach_proto_init() }

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"github.com/fak-dev/fak/fsm"
+)
+
+// Commit nudges. A follower learns that an entry committed only from the
+// leader's next AppendEntries, which on a quiet fleet comes CommitTimeout
+// later (Raft randomises it to 5–10 ms). When an entry the leader applied
+// gives a follower's runner something to do — an input, an interrupt, a
+// move's next step (fsm.SessionChange.NeedsRunner on a session placed on
+// another node) — the leader appends an empty fak entry at once:
+// replicating it carries the new commit index, so that runner starts
+// within a round trip instead. (Not raft.Barrier: the FSM never sees a
+// barrier entry, so followers' applied index would stop short of the
+// commit index handed out as a read index; see leaderLoop.) The runner's
+// own writes (its output, its charges) nudge nothing. At most one entry is
+// in flight; a request made meanwhile is served by one more after it, and
+// under load, when entries flow anyway, the entry only joins their batch.
+
+// nudgeLoop runs on the leader until stopCh closes: it follows the FSM's
+// change feed and asks nudger for a barrier when a follower has work.
+func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
+	want := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer func() { close(want); <-done }()
+	go c.nudger(want, done)
+	f := c.fsm
+	changed := f.Changed()
+	cursor := f.ChangeCursor()
+	for {
+		select {
+		case <-stopCh:
+			return
+		case <-c.shutdownCh:
+			return
+		case <-changed:
+		}
+		changed = f.Changed()
+		changes, next, _ := f.ChangesSince(cursor)
+		cursor = next
+		if followerHasWork(changes, c.cfg.Name) {
+			select {
+			case want <- struct{}{}:
+			default: // one is already asked for, after the current barrier
+			}
+		}
+	}
+}
+
+// nudger appends one empty entry per request until want closes.
+func (c *Cluster) nudger(want <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	empty, err := fsm.EncodeBatch(nil)
+	if err != nil {
+		panic(err)
+	}
+	for range want {
+		err := c.raft.Apply(empty, raftTimeout).Error()
+		c.cfg.observer().ObserveCommitNudge(err)
+	}
+}
+
+// followerHasWork: a change gives the runner of a node other than self
+// something to do.
+func followerHasWork(changes []fsm.SessionChange, self string) bool {
+	for _, ch := range changes {
+		if ch.NeedsRunner && ch.Node != "" && ch.Node != self {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,107 @@
+package fsm
+
+import (
+	"sync"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// The change feed tells readers which sessions the last applied entries
+// wrote, so a runner reacts to one session's input without reading every
+// session, and the leader knows when a follower's runner waits for a
+// commit. It is a side channel of Apply, like Changed: not replicated
+// state, and not part of any decision Apply takes.
+
+// SessionChange is one session written by an applied batch.
+type SessionChange struct {
+	SessionID string
+	// Node is the session's placement node after the write.
+	Node string
+	// NeedsRunner: a command other than the session's runner's own events
+	// and charges wrote it (an input, an interrupt, a move step, a stop):
+	// the runner on Node may have something to do.
+	NeedsRunner bool
+}
+
+// changeFeedSize bounds the changes kept. A reader further behind (or
+// behind a restore) is told to read everything again.
+const changeFeedSize = 8192
+
+type changeFeed struct {
+	mu    sync.Mutex
+	ring  [changeFeedSize]SessionChange
+	next  uint64 // cursor after the newest change
+	floor uint64 // cursors below it cannot be served (a restore)
+}
+
+// ChangeCursor is the cursor of the next change: ChangesSince(cursor)
+// returns what is applied from now on.
+func (f *FSM) ChangeCursor() uint64 {
+	f.changes.mu.Lock()
+	defer f.changes.mu.Unlock()
+	return f.changes.next
+}
+
+// ChangesSince returns the sessions written since cursor (oldest first, a
+// session once per applied batch) and the cursor to pass next time. ok is
+// false when they are no longer known — the reader fell more than
+// changeFeedSize changes behind, or a snapshot was restored since — and
+// the reader must read the sessions it cares about again.
+func (f *FSM) ChangesSince(cursor uint64) (changes []SessionChange, next uint64, ok bool) {
+	c := &f.changes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cursor < c.floor || c.next-cursor > changeFeedSize || cursor > c.next {
+		return nil, c.next, false
+	}
+	for i := cursor; i < c.next; i++ {
+		changes = append(changes, c.ring[i%changeFeedSize])
+	}
+	return changes, c.next, true
+}
+
+func (c *changeFeed) publish(changes []SessionChange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range changes {
+		c.ring[c.next%changeFeedSize] = ch
+		c.next++
+	}
+}
+
+// reset makes every earlier cursor unservable (after a restore).
+func (c *changeFeed) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.floor = c.next
+}
+
+// touched records, during one batch, the sessions written, once each.
+type touched struct {
+	index map[string]int
+	list  []SessionChange
+}
+
+func (t *touched) add(s *fsmpb.Session, needsRunner bool) {
+	if t.index == nil {
+		t.index = make(map[string]int)
+	}
+	ch := SessionChange{SessionID: s.SessionId, Node: s.GetPlacement().GetNode(), NeedsRunner: needsRunner}
+	if i, ok := t.index[s.SessionId]; ok {
+		ch.NeedsRunner = ch.NeedsRunner || t.list[i].NeedsRunner
+		t.list[i] = ch
+		return
+	}
+	t.index[s.SessionId] = len(t.list)
+	t.list = append(t.list, ch)
+}
+
+// runnersOwnWrite: commands a session's runner makes for itself (its
+// events, usage charges), which give it nothing new to do.
+func runnersOwnWrite(c *fsmpb.Command) bool {
+	switch c.Body.(type) {
+	case *fsmpb.Command_RunnerAppend, *fsmpb.Command_RecordUsage:
+		return true
+	}
+	return false
+}
