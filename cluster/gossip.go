@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -112,6 +113,9 @@ type gossip struct {
 
 	// events wakes the reconcile and bootstrap loops on membership changes.
 	events chan struct{}
+
+	// hints receives the runner hints sent to this node (hint.go).
+	hints atomic.Pointer[func(RunnerHint)]
 }
 
 func newGossip(cfg *Config, meta NodeMeta) (*gossip, error) {
@@ -247,7 +251,7 @@ func (g *gossip) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (g *gossip) NotifyMsg([]byte)                           {}
+func (g *gossip) NotifyMsg(msg []byte)                       { g.receive(msg) }
 func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (g *gossip) LocalState(join bool) []byte                { return nil }
 func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}

@@ -39,10 +39,17 @@ func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
 		changed = f.Changed()
 		changes, next, _ := f.ChangesSince(cursor)
 		cursor = next
-		if followerHasWork(changes, c.cfg.Name) {
+		nudge := false
+		for _, ch := range changes {
+			if ch.NeedsRunner && ch.Node != "" && ch.Node != c.cfg.Name {
+				nudge = true
+				c.hintFollower(ch.Node, ch.SessionID)
+			}
+		}
+		if nudge {
 			select {
 			case want <- struct{}{}:
-			default: // one is already asked for, after the current barrier
+			default: // one is already asked for, after the current one
 			}
 		}
 	}
@@ -59,15 +66,4 @@ func (c *Cluster) nudger(want <-chan struct{}, done chan<- struct{}) {
 		err := c.raft.Apply(empty, raftTimeout).Error()
 		c.cfg.observer().ObserveCommitNudge(err)
 	}
-}
-
-// followerHasWork: a change gives the runner of a node other than self
-// something to do.
-func followerHasWork(changes []fsm.SessionChange, self string) bool {
-	for _, ch := range changes {
-		if ch.NeedsRunner && ch.Node != "" && ch.Node != self {
-			return true
-		}
-	}
-	return false
 }

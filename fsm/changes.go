@@ -3,6 +3,8 @@ package fsm
 import (
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
@@ -69,10 +71,12 @@ func (c *changeFeed) publish(changes []SessionChange) {
 	}
 }
 
-// reset makes every earlier cursor unservable (after a restore).
+// reset makes every earlier cursor unservable (after a restore): the
+// restore is a change the feed cannot describe.
 func (c *changeFeed) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.next++
 	c.floor = c.next
 }
 
@@ -104,4 +108,31 @@ func runnersOwnWrite(c *fsmpb.Command) bool {
 		return true
 	}
 	return false
+}
+
+// NextTurnInput reports the input the next turn of s starts on when that
+// input is the newest event of the journal, no turn runs and no move is
+// open: the state a runner on another node is told about at once (a
+// runner hint) and can rebuild from its replica one event behind
+// (WithInput).
+func NextTurnInput(s *fsmpb.Session) (seq uint64, ok bool) {
+	if s.State != fsmpb.SessionState_SESSION_STATE_ACTIVE || s.TurnInputSeq != 0 || MoveOpen(s.Move) ||
+		len(s.QueuedInputs) != 1 || s.QueuedInputs[0] != s.HeadSeq {
+		return 0, false
+	}
+	return s.HeadSeq, true
+}
+
+// WithInput is s as it is once the input at seq, the next event of its
+// journal, is applied: what submitting input changes (the queue and the
+// head), when s has no turn running, nothing queued and no open move.
+// ok is false when s is not in that state.
+func WithInput(s *fsmpb.Session, epoch, seq uint64) (*fsmpb.Session, bool) {
+	if s.State != fsmpb.SessionState_SESSION_STATE_ACTIVE || s.Epoch != epoch || s.HeadSeq+1 != seq ||
+		s.TurnInputSeq != 0 || len(s.QueuedInputs) != 0 || MoveOpen(s.Move) {
+		return nil, false
+	}
+	next := proto.Clone(s).(*fsmpb.Session)
+	next.HeadSeq, next.QueuedInputs = seq, []uint64{seq}
+	return next, true
 }

@@ -134,6 +134,7 @@ func Start(cfg Config) (*Node, error) {
 		Logger:        logger,
 	})
 	n.runner.Start()
+	c.SetRunnerHints(func(h cluster.RunnerHint) { n.runner.Hint(h.SessionID, h.Epoch, h.InputSeq) })
 	var bgCtx context.Context
 	bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.bg.Add(1)
@@ -216,6 +217,7 @@ func (n *Node) Shutdown() error {
 		n.logger.Info("shutting down")
 		// The runner writes through the API, so it stops first; a turn it
 		// cuts short is closed as interrupted by the session's next runner.
+		n.cluster.SetRunnerHints(nil)
 		n.runner.Stop()
 		n.runnerIO.close()
 		n.bgCancel()

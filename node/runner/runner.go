@@ -134,6 +134,10 @@ func (r *Runner) Start() {
 // session's next runner closes it as interrupted.
 func (r *Runner) Stop() {
 	r.cancel()
+	// A consider that started before the cancel has added its worker to
+	// wg once this lock is free; later ones see the cancel.
+	r.mu.Lock()
+	r.mu.Unlock()
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -214,6 +218,25 @@ func (r *Runner) loop() {
 			}
 		}
 	}
+}
+
+// Hint acts on a runner hint (cluster.RunnerHint): the input at inputSeq
+// of session id, epoch epoch, committed and starts the session's next
+// turn. When the local replica is exactly one event behind it — that
+// input — and the session runs here, a worker starts the turn now, on the
+// session as it will be (fsm.WithInput), instead of when the replica
+// applies the input. Anything else is ignored: the change feed brings the
+// input soon anyway. Every write the worker makes is fenced by the FSM.
+func (r *Runner) Hint(id string, epoch, inputSeq uint64) {
+	s, err := r.cfg.FSM.Session(id)
+	if err != nil || !r.ours(s) {
+		return
+	}
+	view, ok := fsm.WithInput(s, epoch, inputSeq)
+	if !ok {
+		return
+	}
+	r.considerView(view, view)
 }
 
 // reconsider re-reads the given sessions (each once) and starts the
@@ -323,9 +346,19 @@ func (r *Runner) ours(s *fsmpb.Session) bool {
 }
 
 func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
+	return r.considerView(s, nil)
+}
+
+// considerView is consider; a worker it starts takes view (not nil: the
+// session as a runner hint rebuilt it, ahead of the replica) for its
+// first pass.
+func (r *Runner) considerView(s, view *fsmpb.Session) (wake time.Time) {
 	ours := r.ours(s)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ctx.Err() != nil {
+		return time.Time{} // stopping: no new worker
+	}
 	h := r.hosts[s.SessionId]
 	if h != nil && h.busy {
 		return time.Time{}
@@ -359,7 +392,7 @@ func (r *Runner) consider(s *fsmpb.Session) (wake time.Time) {
 	}
 	h.busy = true
 	r.wg.Add(1)
-	go r.work(s.SessionId, h)
+	go r.work(s.SessionId, h, view)
 	return time.Time{}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +209,34 @@ func TestRunner_StoppedSessionEndsItsTurnQuietly(t *testing.T) {
 	l.waitSession(other, "a second turn of the other session", turnsDone(2))
 	if s, _ := l.f.Session(id); s.HeadSeq != stopped.HeadSeq {
 		t.Fatalf("the runner wrote to a stopped session: head %d after stop at %d", s.HeadSeq, stopped.HeadSeq)
+	}
+}
+
+// A runner hint starts the turn from the replica one event behind: here
+// the input is applied only as the runner's turn.started is (the replica
+// learns the input's commit from turn.started's replication), and the
+// turn serves it. (Which hints fit the replica is fsm.WithInput's test.)
+func TestRunner_HintStartsTheTurnBeforeTheReplicaHasTheInput(t *testing.T) {
+	l := newLocal(t)
+	id := l.session("s1", "n1", "echo")
+	r := l.startRunner(0, nil)
+	before := l.waitSession(id, "the session", func(*fsmpb.Session) bool { return true })
+	input := before.HeadSeq + 1
+
+	var behind atomic.Bool
+	l.beforeTurnStart = func() {
+		s, _ := l.f.Session(id)
+		behind.Store(s.HeadSeq == input-1)
+		if got := l.input(id, "hinted"); got != input {
+			t.Errorf("input at %d, want %d", got, input)
+		}
+	}
+	r.Hint(id, before.Epoch, input)
+	l.waitSession(id, "the hinted turn", turnsDone(1))
+	if !behind.Load() {
+		t.Fatal("the turn started after the replica applied the input: the hint was not acted on")
+	}
+	if got := completedFor(t, l.journal(id), input); got.Status != "completed" {
+		t.Fatalf("turn of the hinted input: %+v", got)
 	}
 }

@@ -24,9 +24,9 @@ import (
 const maxFencedPasses = 3
 
 // work owns one session until it has nothing left to do here.
-func (r *Runner) work(id string, h *host) {
+func (r *Runner) work(id string, h *host, view *fsmpb.Session) {
 	defer r.wg.Done()
-	err := r.serve(id, h)
+	err := r.serve(id, h, view)
 	r.mu.Lock()
 	h.busy = false
 	if err != nil && r.ctx.Err() == nil {
@@ -46,7 +46,11 @@ func (r *Runner) work(id string, h *host) {
 // write after what it read. After a fenced write the next pass starts
 // with a read barrier, so it decides on state at least as new as the
 // cluster's.
-func (r *Runner) serve(id string, h *host) error {
+//
+// view, when not nil, is the session as a runner hint rebuilt it, one
+// event ahead of the replica: the first pass decides on it unless the
+// replica has caught up or moved on meanwhile.
+func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 	ctx := r.ctx
 	fenced := 0
 	for {
@@ -54,13 +58,17 @@ func (r *Runner) serve(id string, h *host) error {
 			if err := r.barrier(ctx, id); err != nil {
 				return err
 			}
-		} else if err := r.awaitOwnWrites(ctx, id, h); err != nil {
+		} else if err := r.awaitLocal(ctx, id, h.lastWritten()); err != nil {
 			return err
 		}
 		s, err := r.cfg.FSM.Session(id)
 		if err != nil {
 			return err
 		}
+		if view != nil && s.HeadSeq+1 == view.HeadSeq {
+			s = view
+		}
+		view = nil
 		ours := r.ours(s)
 		if restores := r.cfg.FSM.Restores(); h.stale(s, ours, restores) {
 			// A restored journal may not hold what the runtime saw: it
@@ -105,24 +113,24 @@ func (r *Runner) serve(id string, h *host) error {
 	}
 }
 
-// ownWritesWait bounds how long a pass waits for the local replica to
-// apply the runner's own acknowledged writes (a follower learns a commit
-// with the leader's next AppendEntries, within milliseconds); past it the
-// pass takes a read barrier instead, which fails the same way when the
-// node cannot reach the leader.
-const ownWritesWait = 2 * time.Second
+// localWait bounds how long a worker waits for the local replica to
+// apply what it knows committed (its own acknowledged writes, a hinted
+// input): a follower learns a commit with the leader's next
+// AppendEntries, within milliseconds. Past it the worker takes a read
+// barrier instead, which fails the same way when the node cannot reach
+// the leader.
+const localWait = 2 * time.Second
 
-// awaitOwnWrites returns once the local replica holds every write this
-// runner made for the session (its journal head reached the last seq
-// acknowledged), so a pass does not take its own last turn for an
-// orphaned one.
-func (r *Runner) awaitOwnWrites(ctx context.Context, id string, h *host) error {
-	want := h.lastWritten()
+// awaitLocal returns once the local replica's journal of the session
+// reaches seq: a pass waits for every write this runner made for the
+// session (the last seq acknowledged), so it does not take its own last
+// turn for an orphaned one; a hinted turn waits for its input.
+func (r *Runner) awaitLocal(ctx context.Context, id string, want uint64) error {
 	if want == 0 {
 		return nil
 	}
 	f := r.cfg.FSM
-	deadline := time.NewTimer(ownWritesWait)
+	deadline := time.NewTimer(localWait)
 	defer deadline.Stop()
 	for {
 		changed := f.Changed()
@@ -307,6 +315,12 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 		}
 	}
 	t.inputSeq = inputSeq
+	// A hinted turn starts before the replica applied its input; by now
+	// it has, or is about to (turn.started's replication carries the
+	// input's commit).
+	if err := r.awaitLocal(ctx, id, inputSeq); err != nil {
+		return err
+	}
 	in, err := r.inputEvent(id, inputSeq)
 	if err != nil {
 		return r.completeFailed(ctx, t, id, a.Name(), inputSeq, err)

@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"encoding/binary"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/fak-dev/fak/fsm"
+)
+
+// Runner hints. Even nudged (nudge.go), a follower applies a committed
+// input only after two log writes and a round trip. So when the leader
+// applies an input that starts the next turn of a session placed on
+// another node (fsm.NextTurnInput), it also tells that node directly, in
+// one gossip datagram: session, epoch, the input's seq. The node's runner
+// may then start the turn from its replica one event behind
+// (fsm.WithInput) instead of waiting for it. A hint is advice, never
+// authority: it is acted on only when the replica is exactly one event
+// behind it, every write it leads to is fenced by the FSM as any other,
+// and a lost or forged one costs nothing but the wait it would have saved.
+
+// RunnerHint says that the input at InputSeq, the newest event of the
+// session's journal, committed and starts the session's next turn.
+type RunnerHint struct {
+	SessionID       string
+	Epoch, InputSeq uint64
+}
+
+// hintMessage tags a gossip user message carrying a RunnerHint.
+const hintMessage byte = 1
+
+func encodeHint(h RunnerHint) []byte {
+	b := []byte{hintMessage}
+	b = binary.AppendUvarint(b, h.Epoch)
+	b = binary.AppendUvarint(b, h.InputSeq)
+	return append(b, h.SessionID...)
+}
+
+func decodeHint(b []byte) (RunnerHint, bool) {
+	if len(b) < 1 || b[0] != hintMessage {
+		return RunnerHint{}, false
+	}
+	b = b[1:]
+	epoch, n := binary.Uvarint(b)
+	if n <= 0 {
+		return RunnerHint{}, false
+	}
+	b = b[n:]
+	seq, n := binary.Uvarint(b)
+	if n <= 0 || len(b[n:]) == 0 || len(b[n:]) > fsm.MaxSessionIDBytes {
+		return RunnerHint{}, false
+	}
+	return RunnerHint{SessionID: string(b[n:]), Epoch: epoch, InputSeq: seq}, true
+}
+
+// SetRunnerHints installs the receiver of the hints this node is sent
+// (nil: drop them). It must return quickly: it runs on gossip's goroutine.
+func (c *Cluster) SetRunnerHints(fn func(RunnerHint)) {
+	if fn == nil {
+		c.gossip.hints.Store(nil)
+		return
+	}
+	c.gossip.hints.Store(&fn)
+}
+
+// hintFollower sends the runner of node the hint of session s when its
+// next turn waits on an input that just committed.
+func (c *Cluster) hintFollower(node, sessionID string) {
+	s, err := c.fsm.Session(sessionID)
+	if err != nil {
+		return
+	}
+	seq, ok := fsm.NextTurnInput(s)
+	if !ok {
+		return
+	}
+	c.gossip.send(node, encodeHint(RunnerHint{SessionID: s.SessionId, Epoch: s.Epoch, InputSeq: seq}))
+}
+
+// send sends msg to the named member, best effort (one datagram).
+func (g *gossip) send(name string, msg []byte) {
+	var to *memberlist.Node
+	for _, n := range g.list.Members() {
+		if n.Name == name {
+			to = n
+			break
+		}
+	}
+	if to == nil {
+		return
+	}
+	if err := g.list.SendBestEffort(to, msg); err != nil {
+		g.logger.Debug("sending a runner hint", "to", name, "error", err)
+	}
+}
+
+// receive hands a user message to its receiver.
+func (g *gossip) receive(msg []byte) {
+	h, ok := decodeHint(msg)
+	if !ok {
+		return
+	}
+	if fn := g.hints.Load(); fn != nil {
+		(*fn)(h)
+	}
+}
