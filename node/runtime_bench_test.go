@@ -12,9 +12,11 @@ package node_test
 // benchmark); -benchtime Nx repeats the workload N times and pools the
 // samples. Times compared are the leader's stamps on events (taken as the
 // leader proposes the command, one Raft round before it commits) and the
-// fake server's clock: one process, one clock. The first turn of every
-// session (its runtime starts, its connection to the server opens) is a
-// warm-up and not counted.
+// fake server's clock: one process, one clock. An event "committed" is
+// the moment the leader's replica applied it (commitClock); "proposed" is
+// the leader's stamp on it, taken as the leader proposes the command. The
+// first turn of every session (its runtime starts, its connection to the
+// server opens) is a warm-up and not counted.
 
 import (
 	"context"
@@ -161,17 +163,102 @@ func inputSeqOf(data []byte) uint64 {
 	return f.InputSeq
 }
 
+// commitClock notes when the leader's replica applied each event of the
+// sessions it watches: the moment the event committed, since a leader
+// applies what commits at once. It follows the FSM's change feed, so a
+// change costs one session read.
+type commitClock struct {
+	mu   sync.Mutex
+	at   map[string]map[uint64]time.Time // session → seq → applied
+	head map[string]uint64
+	stop func()
+}
+
+// watchCommits starts a clock on the current leader's replica for the
+// sessions ids; Stop ends it.
+func watchCommits(b *testing.B, c *testcluster.Cluster, ids ...string) *commitClock {
+	b.Helper()
+	return watchApplied(b, c.Leader(), ids...)
+}
+
+// watchApplied is watchCommits on node n's replica: when n applied each
+// event.
+func watchApplied(b *testing.B, n *testcluster.Node, ids ...string) *commitClock {
+	b.Helper()
+	f := n.Running().FSM()
+	k := &commitClock{at: map[string]map[uint64]time.Time{}, head: map[string]uint64{}}
+	for _, id := range ids {
+		s, err := f.Session(id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		k.at[id], k.head[id] = map[uint64]time.Time{}, s.HeadSeq
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		changed, cursor := f.Changed(), f.ChangeCursor()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			now := time.Now()
+			changed = f.Changed()
+			changes, next, _ := f.ChangesSince(cursor)
+			cursor = next
+			k.mu.Lock()
+			for _, ch := range changes {
+				if _, ok := k.at[ch.SessionID]; !ok {
+					continue
+				}
+				s, err := f.Session(ch.SessionID)
+				if err != nil {
+					continue
+				}
+				for seq := k.head[ch.SessionID] + 1; seq <= s.HeadSeq; seq++ {
+					k.at[ch.SessionID][seq] = now
+				}
+				k.head[ch.SessionID] = max(k.head[ch.SessionID], s.HeadSeq)
+			}
+			k.mu.Unlock()
+		}
+	}()
+	k.stop = func() { cancel(); <-done }
+	b.Cleanup(k.Stop)
+	return k
+}
+
+// Stop ends the clock (idempotent).
+func (k *commitClock) Stop() {
+	if k.stop != nil {
+		k.stop()
+		k.stop = nil
+	}
+}
+
+// committed is when the leader applied event seq of session id (zero:
+// not seen).
+func (k *commitClock) committed(id string, seq uint64) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.at[id][seq]
+}
+
 // benchTurn is one turn as the journal holds it: the leader's stamps of
-// the input, the turn's charge (budget.charged before turn.started),
-// turn.started, its last output, the last charge before turn.completed
-// (the model's usage) and turn.completed; and what it said.
+// the input, turn.started (the turn's charge travels in the same write),
+// its last output and turn.completed, the seqs of the input and of
+// turn.completed; and what it said.
 type benchTurn struct {
-	text                         string
-	input, charged, started      time.Time
-	lastOutput, usage, completed time.Time
-	status, output               string
-	completions                  int // turn.completed events naming the input
-	firstOutput                  int // index of its first output event in the journal read
+	text                          string
+	input, started                time.Time
+	lastOutput, completed         time.Time
+	inputSeq, startedSeq, doneSeq uint64
+	status, output                string
+	completions                   int // turn.completed events naming the input
+	firstOutput                   int // index of its first output event in the journal read
 }
 
 // journalTurns reads a session's journal from the leader's replica and
@@ -183,32 +270,16 @@ func journalTurns(b *testing.B, c *testcluster.Cluster, id string) ([]*fsmpb.Eve
 		b.Fatal(err)
 	}
 	turns := map[uint64]*benchTurn{}
-	var cur, next *benchTurn // the turn running; the input waiting for it
+	var cur *benchTurn // the turn running
 	for i, ev := range evs {
 		at := time.Unix(0, ev.TimeUnixNano)
 		switch ev.Kind {
 		case fsm.KindInput:
-			turns[ev.Seq] = &benchTurn{text: ev.Text, input: at, firstOutput: -1}
-			next = turns[ev.Seq]
-		case fsm.KindBudgetCharged:
-			// The runner charges a turn (turns: 1) before turn.started;
-			// a model call's usage is charged during its turn.
-			var f struct {
-				Usage struct {
-					Turns uint64 `json:"turns"`
-				} `json:"usage"`
-			}
-			_ = json.Unmarshal(ev.Data, &f)
-			switch {
-			case f.Usage.Turns > 0 && next != nil && next.charged.IsZero():
-				next.charged = at
-			case f.Usage.Turns == 0 && cur != nil:
-				cur.usage = at
-			}
+			turns[ev.Seq] = &benchTurn{text: ev.Text, input: at, inputSeq: ev.Seq, firstOutput: -1}
 		case fsm.KindTurnStarted:
-			cur, next = turns[inputSeqOf(ev.Data)], nil
+			cur = turns[inputSeqOf(ev.Data)]
 			if cur != nil {
-				cur.started = at
+				cur.started, cur.startedSeq = at, ev.Seq
 			}
 		case fsm.KindOutput:
 			if cur != nil {
@@ -224,7 +295,7 @@ func journalTurns(b *testing.B, c *testcluster.Cluster, id string) ([]*fsmpb.Eve
 					Status string `json:"status"`
 				}
 				_ = json.Unmarshal(ev.Data, &f)
-				t.completed, t.status = at, f.Status
+				t.completed, t.doneSeq, t.status = at, ev.Seq, f.Status
 				t.completions++
 			}
 			cur = nil
@@ -244,42 +315,48 @@ func requestsByText(srv *modeltest.Server) map[string]modeltest.Request {
 
 // overhead holds the runner's share of model turns: input committed →
 // the model request received (in), and the stream finished →
-// turn.completed committed (out); and the steps between: input → the
-// turn charged (pickup: the input reaches the runner's replica, its scan,
-// its read barrier), → turn.started (start), → the request (call: the
-// context read, the request built and sent); the stream finished → its
-// usage charged (usage: the rest of the text journaled, then the charge),
-// → turn.completed (close).
+// turn.completed committed (out); the same from and to the leader's
+// stamps instead (in-proposed: from the input's proposal; out-proposed:
+// to turn.completed's proposal); and the steps of in: the input committed
+// → turn.started proposed (pickup: the input reaches the runner's replica,
+// the runner reads the session and proposes the turn's start with its
+// charge), → turn.started committed (start), → the request (call: the
+// context read, the request built and sent).
 type overhead struct {
-	in, out                           []time.Duration
-	pickup, start, call, usage, close []time.Duration
+	in, out, inProposed, outProposed []time.Duration
+	pickup, start, call              []time.Duration
 }
 
-// add measures the model turn t (answered by reqs) and checks that it was
-// answered once, completed, with the fake server's echo.
-func (o *overhead) add(b *testing.B, t *benchTurn, reqs map[string]modeltest.Request) {
+// add measures the model turn t of session id (answered by reqs) and
+// checks that it was answered once, completed, with the fake server's
+// echo.
+func (o *overhead) add(b *testing.B, k *commitClock, id string, t *benchTurn, reqs map[string]modeltest.Request) {
 	b.Helper()
 	if t.completions != 1 || t.status != "completed" || t.output != modeltest.EchoPrefix+t.text {
 		b.Fatalf("turn of %q: %d turn.completed, status %q, output %q", t.text, t.completions, t.status, t.output)
 	}
 	r, ok := reqs[t.text]
-	if !ok || r.Finished.IsZero() || t.charged.IsZero() {
-		b.Fatalf("turn of %q: no finished request for it, or no turn charge (%+v)", t.text, t)
+	if !ok || r.Finished.IsZero() {
+		b.Fatalf("turn of %q: no finished request for it (%+v)", t.text, t)
 	}
-	o.in = append(o.in, r.Received.Sub(t.input))
-	o.out = append(o.out, t.completed.Sub(r.Finished))
-	o.pickup = append(o.pickup, t.charged.Sub(t.input))
-	o.start = append(o.start, t.started.Sub(t.charged))
-	o.call = append(o.call, r.Received.Sub(t.started))
-	if !t.usage.IsZero() { // charged during the turn
-		o.usage = append(o.usage, t.usage.Sub(r.Finished))
-		o.close = append(o.close, t.completed.Sub(t.usage))
+	input, started, done := k.committed(id, t.inputSeq), k.committed(id, t.startedSeq), k.committed(id, t.doneSeq)
+	if input.IsZero() || started.IsZero() || done.IsZero() {
+		b.Fatalf("turn of %q: the leader's commit times of its events were not all seen", t.text)
 	}
+	o.in = append(o.in, r.Received.Sub(input))
+	o.out = append(o.out, done.Sub(r.Finished))
+	o.inProposed = append(o.inProposed, r.Received.Sub(t.input))
+	o.outProposed = append(o.outProposed, t.completed.Sub(r.Finished))
+	o.pickup = append(o.pickup, t.started.Sub(input))
+	o.start = append(o.start, started.Sub(t.started))
+	o.call = append(o.call, r.Received.Sub(started))
 }
 
 func (o *overhead) report(b *testing.B) {
 	reportMs(b, "overhead-in", o.in)
 	reportMs(b, "overhead-out", o.out)
+	b.ReportMetric(ms(quantile(o.inProposed, 0.5)), "in-proposed-p50-ms")
+	b.ReportMetric(ms(quantile(o.outProposed, 0.5)), "out-proposed-p50-ms")
 }
 
 // reportSteps reports the p50 of each step of the overhead, prefixed.
@@ -287,10 +364,7 @@ func (o *overhead) reportSteps(b *testing.B, prefix string) {
 	for _, st := range []struct {
 		name string
 		ds   []time.Duration
-	}{{"in-pickup", o.pickup}, {"in-start", o.start}, {"in-call", o.call}, {"out-usage", o.usage}, {"out-close", o.close}} {
-		if len(st.ds) == 0 {
-			continue
-		}
+	}{{"in-pickup", o.pickup}, {"in-start", o.start}, {"in-call", o.call}} {
 		b.ReportMetric(ms(quantile(st.ds, 0.5)), prefix+st.name+"-p50-ms")
 	}
 }
@@ -316,9 +390,9 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // BenchmarkRunnerOverhead measures what the runner adds to a model turn,
-// one turn at a time: (in) the input's commit stamp → the fake server
-// receives the model request; (out) the server has written the stream's
-// last chunk → turn.completed's commit stamp; p50 and p99 over all nodes,
+// one turn at a time: (in) the input committed → the fake server receives
+// the model request; (out) the server has written the stream's last chunk
+// → turn.completed committed; p50 and p99 over all nodes,
 // the p50 of each step of them (steps-*), and the p50 for the session on
 // the leader and for those on followers. One model session runs on each
 // node, its client attached through the next node; beside each, an echo
@@ -343,6 +417,15 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 		}
 	}
 	leader := c.Leader().Name
+	var ids []string
+	for _, s := range slices.Concat(models, echoes) {
+		ids = append(ids, s.id)
+	}
+	clock := watchCommits(b, c, ids...)
+	fclocks := map[string]*commitClock{}
+	for _, n := range c.Followers() {
+		fclocks[n.Name] = watchApplied(b, n, ids...)
+	}
 	b.ResetTimer()
 	for op := 0; op < b.N; op++ {
 		for r := 0; r < rounds; r++ {
@@ -356,6 +439,10 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	clock.Stop()
+	for _, k := range fclocks {
+		k.Stop()
+	}
 	if now := c.Leader().Name; now != leader {
 		b.Logf("the leader changed during the run (%s, then %s): leader/follower figures are mixed", leader, now)
 	}
@@ -369,11 +456,11 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 			if t.text == "warm-up" {
 				continue
 			}
-			all.add(b, t, reqs)
+			all.add(b, clock, s.id, t, reqs)
 			if s.on.Name == leader {
-				onLeader.add(b, t, reqs)
+				onLeader.add(b, clock, s.id, t, reqs)
 			} else {
-				onFollower.add(b, t, reqs)
+				onFollower.add(b, clock, s.id, t, reqs)
 			}
 		}
 	}
@@ -386,8 +473,9 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 			if t.completions != 1 || t.status != "completed" {
 				b.Fatalf("echo turn of %q: %d turn.completed, status %q", t.text, t.completions, t.status)
 			}
-			echoStart = append(echoStart, t.started.Sub(t.input))
-			echoTurn = append(echoTurn, t.completed.Sub(t.input))
+			in := clock.committed(s.id, t.inputSeq)
+			echoStart = append(echoStart, clock.committed(s.id, t.startedSeq).Sub(in))
+			echoTurn = append(echoTurn, clock.committed(s.id, t.doneSeq).Sub(in))
 		}
 	}
 	if want := b.N * rounds * len(models); len(all.in) != want || len(echoStart) != want {
@@ -395,6 +483,25 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 	}
 	all.report(b)
 	all.reportSteps(b, "steps-")
+	// How soon the follower hosting a session applied its inputs, after
+	// the leader did (the commit nudge's effect; a runner hint lets the
+	// turn start before it).
+	var applyLag []time.Duration
+	for _, s := range models {
+		hosted, ok := fclocks[s.on.Name]
+		if !ok {
+			continue
+		}
+		_, turns := journalTurns(b, c, s.id)
+		for _, t := range turns {
+			if at := hosted.committed(s.id, t.inputSeq); t.text != "warm-up" && !at.IsZero() {
+				applyLag = append(applyLag, at.Sub(clock.committed(s.id, t.inputSeq)))
+			}
+		}
+	}
+	if len(applyLag) > 0 {
+		b.ReportMetric(ms(quantile(applyLag, 0.5)), "follower-applied-p50-ms")
+	}
 	b.ReportMetric(ms(quantile(onLeader.in, 0.5)), "leader-in-p50-ms")
 	b.ReportMetric(ms(quantile(onLeader.out, 0.5)), "leader-out-p50-ms")
 	b.ReportMetric(ms(quantile(onFollower.in, 0.5)), "follower-in-p50-ms")
@@ -557,6 +664,11 @@ func benchConcurrent(b *testing.B, tokensPerSecond float64, spread time.Duration
 		_, err := s.turn("warm-up", 60*time.Second)
 		return err
 	})
+	var ids []string
+	for _, s := range ss {
+		ids = append(ids, s.id)
+	}
+	clock := watchCommits(b, c, ids...)
 	var elapsed time.Duration
 	b.ResetTimer()
 	for op := 0; op < b.N; op++ {
@@ -573,6 +685,7 @@ func benchConcurrent(b *testing.B, tokensPerSecond float64, spread time.Duration
 		elapsed += time.Since(start)
 	}
 	b.StopTimer()
+	clock.Stop()
 
 	reqs := requestsByText(srv)
 	var o overhead
@@ -583,7 +696,7 @@ func benchConcurrent(b *testing.B, tokensPerSecond float64, spread time.Duration
 			if t.text == "warm-up" {
 				continue
 			}
-			o.add(b, t, reqs) // fails unless answered once, completed, with the echo
+			o.add(b, clock, s.id, t, reqs) // fails unless answered once, completed, with the echo
 			answered++
 		}
 	}

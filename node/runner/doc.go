@@ -3,8 +3,16 @@
 // turns committed input into turns of the session's runtime adapter
 // (turn.started, output, tools, approvals, turn.completed). A runtime sees
 // the journal after the session's last reset boundary, and every turn is
-// charged to the session's budget envelope before it runs (a refused turn
-// is closed at once, never run).
+// charged to the session's budget envelope in the write that starts it (a
+// turn the envelope refuses is closed by the FSM in that write, never
+// run); its usage rides on the write of its turn.completed.
+//
+// The runner finds work through the FSM's change feed (the sessions each
+// applied batch wrote) and, for a session on a follower, a runner hint from
+// the leader (cluster/hint.go): the input that starts the next turn, acted
+// on from the replica one event behind. It decides on its own replica
+// once that holds the runner's own writes; every write is fenced by the
+// FSM, and after a fenced write the next decision follows a read barrier.
 //
 // The runner owns no state of its own: everything it decides is read from
 // the journal and the session record, so a restarted runner (or the next

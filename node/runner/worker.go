@@ -40,12 +40,16 @@ func (r *Runner) work(id string, h *host, view *fsmpb.Session) {
 // serve runs the session's turns one after another. Each pass decides on
 // the local replica (close an orphaned turn, start the oldest queued
 // input, a move's step, stop) once it holds every write this runner made
-// for the session. A stale decision is safe: only this worker writes the
-// epoch's turns, the FSM fences every write (epoch, turn order, move
-// state) and runTurn re-reads when its turn.started was not the next
-// write after what it read. After a fenced write the next pass starts
-// with a read barrier, so it decides on state at least as new as the
-// cluster's.
+// for the session. A replica behind the cluster by others' writes is safe
+// to decide on: only this worker writes the epoch's turns, the FSM fences
+// every write (epoch, turn order, move state) and runTurn re-reads when
+// its turn.started was not the next write after what it read. What is not
+// safe is a replica behind writes of this session's runner that this
+// worker does not know of — a previous process's before a restart — which
+// could make a turn that process started look like one long finished: so
+// a pass takes a read barrier first, to decide on state at least as new
+// as the cluster's, when this host has no write of its own to wait for,
+// and after a fenced write.
 //
 // view, when not nil, is the session as a runner hint rebuilt it, one
 // event ahead of the replica: the first pass decides on it unless the
@@ -54,7 +58,7 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 	ctx := r.ctx
 	fenced := 0
 	for {
-		if fenced > 0 {
+		if fenced > 0 || h.lastWritten() == 0 {
 			if err := r.barrier(ctx, id); err != nil {
 				return err
 			}
