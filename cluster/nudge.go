@@ -21,6 +21,9 @@ import (
 // nudgeLoop runs on the leader until stopCh closes: it follows the FSM's
 // change feed and asks nudger for a barrier when a follower has work.
 func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
+	if c.fsm == nil {
+		return // a test rig of the leader loop alone
+	}
 	want := make(chan struct{}, 1)
 	done := make(chan struct{})
 	defer func() { close(want); <-done }()
