@@ -9,7 +9,8 @@ import (
 // later (Raft randomises it to 5–10 ms). When an entry the leader applied
 // gives a follower's runner something to do — an input, an interrupt, a
 // move's next step (fsm.SessionChange.NeedsRunner on a session placed on
-// another node) — the leader appends an empty fak entry at once:
+// another node) and no runner hint told that runner already (hint.go) —
+// the leader appends an empty fak entry at once:
 // replicating it carries the new commit index, so that runner starts
 // within a round trip instead. (Not raft.Barrier: the FSM never sees a
 // barrier entry, so followers' applied index would stop short of the
@@ -44,9 +45,8 @@ func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
 		cursor = next
 		nudge := false
 		for _, ch := range changes {
-			if ch.NeedsRunner && ch.Node != "" && ch.Node != c.cfg.Name {
+			if ch.NeedsRunner && ch.Node != "" && ch.Node != c.cfg.Name && !c.hintFollower(ch.Node, ch.SessionID) {
 				nudge = true
-				c.hintFollower(ch.Node, ch.SessionID)
 			}
 		}
 		if nudge {
