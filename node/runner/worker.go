@@ -62,7 +62,12 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			if err := r.barrier(ctx, id); err != nil {
 				return err
 			}
-		} else if err := r.awaitLocal(ctx, id, h.lastWritten()); err != nil {
+		} else if err := r.awaitLocal(ctx, id, h.lastWritten()); errors.Is(err, errLocalBehind) {
+			// The replica never reached our writes: a restored
+			// snapshot rewound the journal past them. Forget them; the
+			// barrier awaitLocal took makes this pass exact.
+			h.written.Store(0)
+		} else if err != nil {
 			return err
 		}
 		s, err := r.cfg.FSM.Session(id)
@@ -125,10 +130,16 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 // the leader.
 const localWait = 2 * time.Second
 
+// errLocalBehind: the local replica did not reach the seq awaited within
+// localWait; a read barrier was taken instead.
+var errLocalBehind = errors.New("the local replica did not reach the seq awaited")
+
 // awaitLocal returns once the local replica's journal of the session
 // reaches seq: a pass waits for every write this runner made for the
 // session (the last seq acknowledged), so it does not take its own last
-// turn for an orphaned one; a hinted turn waits for its input.
+// turn for an orphaned one; a hinted turn waits for its input. Past
+// localWait it takes a read barrier and, when that succeeds, returns
+// errLocalBehind.
 func (r *Runner) awaitLocal(ctx context.Context, id string, want uint64) error {
 	if want == 0 {
 		return nil
@@ -146,7 +157,10 @@ func (r *Runner) awaitLocal(ctx context.Context, id string, want uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return r.barrier(ctx, id)
+			if err := r.barrier(ctx, id); err != nil {
+				return err
+			}
+			return errLocalBehind
 		case <-changed:
 		}
 	}
@@ -322,7 +336,7 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	// A hinted turn starts before the replica applied its input; by now
 	// it has, or is about to (turn.started's replication carries the
 	// input's commit).
-	if err := r.awaitLocal(ctx, id, inputSeq); err != nil {
+	if err := r.awaitLocal(ctx, id, inputSeq); err != nil && !errors.Is(err, errLocalBehind) {
 		return err
 	}
 	in, err := r.inputEvent(id, inputSeq)
