@@ -124,30 +124,32 @@ func (h *lifecycleHandler) RecordUsage(ctx context.Context, req *connect.Request
 		SessionId: m.SessionId, LaunchId: m.LaunchId, ContextTokens: m.ContextTokens,
 		Usage: budgetFromAPI(m.GetUsage()),
 	}}}
-	resp, err := write(ctx, h.s, req, m.SessionId,
+	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command { return cmd },
 		func(res *fsmpb.Result) *fakv1.RecordUsageResponse {
-			return &fakv1.RecordUsageResponse{Envelope: envelopeToAPI(res.GetEnvelope())}
+			return h.usageAnswer(m, res)
 		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.RecordUsageRequest]) (*connect.Response[fakv1.RecordUsageResponse], error) {
 			return p.lifecycle.RecordUsage(ctx, r)
 		})
-	if err != nil {
-		return nil, err
-	}
-	// Which session was charged and its context axis, from this replica
-	// (the charge has committed; the local FSM may lag by a moment).
-	id := m.SessionId
-	if id == "" {
-		if l, lerr := h.s.fsm.Launch(m.LaunchId); lerr == nil {
-			id = l.DefaultSession
+}
+
+// usageAnswer is RecordUsage's answer, built on the leader right after the
+// charge applied there, so it reports the state the charge produced (a
+// follower's replica may not have applied it yet): the envelope from the
+// FSM's result, the session charged and its context axis from the
+// leader's replica.
+func (h *lifecycleHandler) usageAnswer(m *fakv1.RecordUsageRequest, res *fsmpb.Result) *fakv1.RecordUsageResponse {
+	out := &fakv1.RecordUsageResponse{Envelope: envelopeToAPI(res.GetEnvelope()), SessionId: m.SessionId}
+	if out.SessionId == "" {
+		if l, err := h.s.fsm.Launch(m.LaunchId); err == nil {
+			out.SessionId = l.DefaultSession
 		}
 	}
-	resp.Msg.SessionId = id
-	if s, serr := h.s.fsm.Session(id); serr == nil {
-		resp.Msg.ContextUsed, resp.Msg.ContextCap = s.ContextUsed, s.ContextCap
+	if s, err := h.s.fsm.Session(out.SessionId); err == nil {
+		out.ContextUsed, out.ContextCap = s.ContextUsed, s.ContextCap
 	}
-	return resp, nil
+	return out
 }
 
 func (h *lifecycleHandler) DescribeLaunch(ctx context.Context, req *connect.Request[fakv1.DescribeLaunchRequest]) (*connect.Response[fakv1.DescribeLaunchResponse], error) {
