@@ -145,11 +145,8 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 		inTurn := s.TurnInputSeq != 0
 		switch in.Kind {
 		case KindTurnStarted:
-			if inTurn {
-				return nil, errorf(ReasonTurnOrder, "event %d: a turn is already running (input %d)", i, s.TurnInputSeq)
-			}
-			if len(s.QueuedInputs) == 0 {
-				return nil, errorf(ReasonTurnOrder, "event %d: no queued input to start a turn on", i)
+			if err := canStartTurn(s, i); err != nil {
+				return nil, err
 			}
 			s.TurnInputSeq = s.QueuedInputs[0]
 			s.QueuedInputs = s.QueuedInputs[1:]
@@ -200,6 +197,22 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: res}}, nil
 }
 
+// canStartTurn checks that event i of a runner's write may start a turn:
+// none runs, an input is queued, and no move is open — the source of a
+// move starts no turn until the move ends (its checkpoint is the state the
+// destination continues from), and the destination none before cutover.
+func canStartTurn(s *fsmpb.Session, i int) *Error {
+	switch {
+	case s.TurnInputSeq != 0:
+		return errorf(ReasonTurnOrder, "event %d: a turn is already running (input %d)", i, s.TurnInputSeq)
+	case len(s.QueuedInputs) == 0:
+		return errorf(ReasonTurnOrder, "event %d: no queued input to start a turn on", i)
+	case MoveOpen(s.Move):
+		return errorf(ReasonMoveState, "event %d: no turn starts while move %s is open (%s)", i, s.Move.MoveId, s.Move.State)
+	}
+	return nil
+}
+
 // Refused turns: how the FSM closes a turn whose charge the envelope
 // refused.
 const (
@@ -216,11 +229,8 @@ func (a *applier) chargeTurnStart(c *fsmpb.Command, s *fsmpb.Session, cmd *fsmpb
 	if len(cmd.Events) != 1 || cmd.Events[0].Kind != KindTurnStarted {
 		return false, errorf(ReasonInvalidArgument, "charge_turn needs exactly one event, turn.started")
 	}
-	switch {
-	case s.TurnInputSeq != 0:
-		return false, errorf(ReasonTurnOrder, "event 0: a turn is already running (input %d)", s.TurnInputSeq)
-	case len(s.QueuedInputs) == 0:
-		return false, errorf(ReasonTurnOrder, "event 0: no queued input to start a turn on")
+	if err := canStartTurn(s, 0); err != nil {
+		return false, err
 	}
 	_, err := a.charge(c, s, &fsmpb.Budget{Turns: 1, Queries: 1}, 0, "")
 	if err == nil {

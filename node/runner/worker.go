@@ -178,7 +178,7 @@ func (r *Runner) barrier(ctx context.Context, id string) error {
 // date, not because the write was malformed.
 func isFenced(err error) bool {
 	switch fsm.ReasonOf(err) {
-	case fsm.ReasonStaleEpoch, fsm.ReasonSessionStopped, fsm.ReasonTurnOrder:
+	case fsm.ReasonStaleEpoch, fsm.ReasonSessionStopped, fsm.ReasonTurnOrder, fsm.ReasonMoveState:
 		return true
 	}
 	return false
