@@ -85,7 +85,7 @@ type turnResult struct {
 func goTurn(ctx context.Context, rt runner.Runtime, in *fsmpb.Event, tr runner.Turn) <-chan turnResult {
 	ch := make(chan turnResult, 1)
 	go func() {
-		res, err := rt.Turn(ctx, in, tr)
+		res, err := runnertest.Run(ctx, rt, in, tr)
 		ch <- turnResult{res, err}
 	}()
 	return ch

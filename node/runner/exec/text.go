@@ -51,13 +51,18 @@ func (rt *runtime) textTurn(ctx, tctx context.Context, in *fsmpb.Event, t runner
 		}
 	}
 	<-pr.exited // a process that closed stdout early ends by the turn timeout
-	if err := out.close(); err != nil {
-		return runner.TurnResult{}, err
-	}
 	if err := pr.exitStatus(""); err != nil {
+		if cerr := out.close(); cerr != nil {
+			return runner.TurnResult{}, cerr
+		}
 		return runner.TurnResult{}, err
 	}
-	return runner.TurnResult{Facts: map[string]any{"exit_code": 0, "pid": pr.pid()}}, nil
+	// The last text goes out with turn.completed, in one write.
+	tail, err := out.detach()
+	if err != nil {
+		return runner.TurnResult{}, err
+	}
+	return runner.TurnResult{Facts: map[string]any{"exit_code": 0, "pid": pr.pid()}, Tail: tail}, nil
 }
 
 // textStream turns a byte stream into output text: valid UTF-8 (a
@@ -120,6 +125,23 @@ func (s *textStream) close() error {
 	}
 	s.err = s.out.Close()
 	return s.err
+}
+
+// detach stops the output writer without writing what is left, and
+// returns it (a truncated character as U+FFFD) for the runner to journal
+// with turn.completed. Later close calls return its error.
+func (s *textStream) detach() (string, error) {
+	if s.closed {
+		return "", s.err
+	}
+	s.closed = true
+	tail, err := s.out.Detach()
+	if len(s.partial) > 0 {
+		tail += strings.ToValidUTF8(string(s.partial), "\uFFFD")
+		s.partial = nil
+	}
+	s.err = err
+	return tail, err
 }
 
 // incompleteSuffix is the length of a UTF-8 character started at the end

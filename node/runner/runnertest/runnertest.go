@@ -31,10 +31,11 @@ func (t *Turn) Emit(_ context.Context, evs ...runner.Event) (uint64, error) {
 	return uint64(len(t.events)), nil
 }
 
-// Run runs one turn of rt on t as the runner does: the result's Tail,
+// Run runs one turn of rt on t (a Turn, or a wrapper of one) as the runner
+// does: the result's Tail,
 // text the runtime left for the runner to write with turn.completed, is
 // emitted as output once the turn succeeded.
-func Run(ctx context.Context, rt runner.Runtime, in *fsmpb.Event, t *Turn) (runner.TurnResult, error) {
+func Run(ctx context.Context, rt runner.Runtime, in *fsmpb.Event, t runner.Turn) (runner.TurnResult, error) {
 	res, err := rt.Turn(ctx, in, t)
 	if err == nil && res.Tail != "" {
 		_, err = t.Emit(ctx, runner.Event{Kind: fsm.KindOutput, Text: res.Tail})
