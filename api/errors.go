@@ -47,6 +47,7 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	fsm.ReasonNoTurnRunning:   connect.CodeFailedPrecondition,
 	fsm.ReasonExternalRuntime: connect.CodeFailedPrecondition,
 	fsm.ReasonNoSuchRuntime:   connect.CodeFailedPrecondition,
+	fsm.ReasonNotAdmitted:     connect.CodeFailedPrecondition,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

@@ -36,6 +36,9 @@ const (
 	// A placement names a runtime no node of the fleet advertises, or one
 	// the named node lacks: nothing could ever run the session.
 	ReasonNoSuchRuntime Reason = "NO_SUCH_RUNTIME"
+	// A placement names a node its record says admits no session: it is
+	// draining (the admission check CheckNotDraining).
+	ReasonNotAdmitted Reason = "NOT_ADMITTED"
 	// Moves (DESIGN.md §8).
 	ReasonMoveState      Reason = "MOVE_STATE" // a transition not allowed from the move's state
 	ReasonMoveUnsafe     Reason = "MOVE_UNSAFE"

@@ -144,7 +144,7 @@ func (a *applier) requestMove(c *fsmpb.Command, cmd *fsmpb.RequestMove) (*fsmpb.
 		// The runtime the destination must have: the one named, else the
 		// session's own.
 		want := &fsmpb.Placement{Node: target.Node, RuntimeAdapter: cmp.Or(target.RuntimeAdapter, s.Placement.GetRuntimeAdapter())}
-		if err := a.checkRuntime(want); err != nil {
+		if err := a.checkPlacement(want); err != nil {
 			return nil, err
 		}
 	}

@@ -78,15 +78,38 @@ func (a *applier) putNode(n *fsmpb.NodeRecord) {
 	a.must(a.nodes.Put([]byte(n.Name), buf))
 }
 
-// checkRuntime refuses a placement no node could run: its runtime adapter
-// is advertised by no node record, or its node has a record without it
-// (NO_SUCH_RUNTIME, naming the runtimes there are). The external runtime
-// runs on no node and is exempt. With no node record at all nothing is
-// refused: the leader commits the records just after a fleet forms, and a
-// session created before that is run once they exist.
-func (a *applier) checkRuntime(p *fsmpb.Placement) *Error {
+// The admission check a draining node fails (placement.Admit and the
+// FSM's own refusal of a placement on it say it alike).
+const (
+	CheckNotDraining = "not_draining"
+	WhyDraining      = "the node is draining"
+)
+
+// checkPlacement refuses a placement no node could run, or that names a
+// node admitting no session: the named node's record says it is draining
+// (NOT_ADMITTED, with the admission's not_draining check), its runtime
+// adapter is advertised by no node record, or the named node has a record
+// without it (NO_SUCH_RUNTIME, naming the runtimes there are). The
+// external runtime runs on no node and is exempt. With no node record at
+// all nothing is refused: the leader commits the records just after a
+// fleet forms, and a session created before that is run once they exist.
+func (a *applier) checkPlacement(p *fsmpb.Placement) *Error {
+	if IsExternal(p) {
+		return nil
+	}
+	if node := p.GetNode(); node != "" {
+		if raw := a.nodes.Get([]byte(node)); raw != nil {
+			var n fsmpb.NodeRecord
+			if err := proto.Unmarshal(raw, &n); err != nil {
+				panic("fsm: corrupt node record: " + err.Error())
+			}
+			if n.Draining {
+				return errorf(ReasonNotAdmitted, "node %s refused: %s: %s", node, CheckNotDraining, WhyDraining)
+			}
+		}
+	}
 	rt := p.GetRuntimeAdapter()
-	if rt == "" || IsExternal(p) {
+	if rt == "" {
 		return nil
 	}
 	var fleet []string

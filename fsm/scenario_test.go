@@ -207,6 +207,8 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 	case "register-node":
 		adapters, _ := td.Arg("adapters")
 		c = registerNode(&fsmpb.NodeRecord{Name: p[0], RuntimeAdapters: adapters.Vals})
+	case "drain":
+		c = setDraining(p[0], !td.HasArg("off"))
 	case "hook":
 		c = hookStart(p[0], p[1], val("id", ""))
 	case "move-request":

@@ -83,7 +83,7 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	if err := validPlacement(placement); err != nil {
 		return nil, err
 	}
-	if err := a.checkRuntime(placement); err != nil {
+	if err := a.checkPlacement(placement); err != nil {
 		return nil, err
 	}
 	if err := validRecover(cmd.Policy.GetRecover()); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node"
@@ -445,19 +446,25 @@ func TestCluster_DrainMovesSessionsAwayOneAtATime(t *testing.T) {
 			}
 		}
 	}
-	// A draining node admits nothing.
+	// A draining node admits nothing: a create or a move naming it is
+	// refused at once, with the admission's check.
+	if _, err := c.Sessions(via).CreateSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.CreateSessionRequest{
+		Title: "onto a draining node", Placement: &fakv1.Placement{Node: drained.Name},
+	})); apiclient.ErrorInfo(err).GetReason() != string(fsm.ReasonNotAdmitted) || !strings.Contains(err.Error(), "not_draining") {
+		t.Fatalf("create on the draining node: %v, want NOT_ADMITTED naming not_draining", err)
+	}
 	id := createSession(t, c, via, "not onto a draining node")
-	mv := moveSession(t, c, via, id, drained.Name, 0)
-	m := waitMove(t, c, id, mv.MoveId, "an end", moveEnded)
-	if m.State != fsm.MoveFailed || !strings.Contains(m.Reason, "not_draining") {
-		t.Fatalf("move onto a draining node ended %s: %q, want MOVE_FAILED naming not_draining", m.State, m.Reason)
+	if _, err := c.Sessions(via).MoveSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.MoveSessionRequest{
+		SessionId: id, ToNode: drained.Name,
+	})); apiclient.ErrorInfo(err).GetReason() != string(fsm.ReasonNotAdmitted) || !strings.Contains(err.Error(), "not_draining") {
+		t.Fatalf("move onto the draining node: %v, want NOT_ADMITTED naming not_draining", err)
 	}
 	if _, err := c.NodeClient(via).DrainNode(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.DrainNodeRequest{
 		Node: drained.Name, Draining: false,
 	})); err != nil {
 		t.Fatal(err)
 	}
-	mv = moveSession(t, c, via, id, drained.Name, 0)
+	mv := moveSession(t, c, via, id, drained.Name, 0)
 	if m := waitMove(t, c, id, mv.MoveId, "an end", moveEnded); m.State != fsm.MoveCutoverCommitted {
 		t.Fatalf("move onto the undrained node ended %s: %s", m.State, m.Reason)
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
@@ -119,7 +120,7 @@ func Admit(req Request, c Candidate) Decision {
 		d.Checks = append(d.Checks, ch)
 	}
 	add("alive", c.Status == "alive", "gossip says %s", c.Status)
-	add("not_draining", !rec.GetDraining(), "the node is draining")
+	add(fsm.CheckNotDraining, !rec.GetDraining(), fsm.WhyDraining)
 	add("capacity", rec.GetCapacity() == 0 || c.Load < int(rec.GetCapacity()), "hosts %d of %d sessions", c.Load, rec.GetCapacity())
 	add("adapter", slices.Contains(rec.GetRuntimeAdapters(), p.RuntimeAdapter), "no runtime adapter %q", p.RuntimeAdapter)
 	add("provider", p.Provider == "" || slices.Contains(rec.GetProviders(), p.Provider), "no provider %q", p.Provider)
