@@ -234,6 +234,42 @@ func (h *nodeHandler) ListNodes(ctx context.Context, req *connect.Request[fakv1.
 // DrainNode sets or clears a node's draining flag (on the leader). The
 // controller stops admitting sessions to a draining node and moves its
 // sessions away one by one.
+// BlockedSession is a session no node admits, with every candidate's
+// failed admission checks (placement.Refusals).
+type BlockedSession struct{ SessionID, Refusals string }
+
+// DrainStatus answers from the leader, whose move controller is the one
+// that knows.
+func (h *nodeHandler) DrainStatus(ctx context.Context, req *connect.Request[fakv1.DrainStatusRequest]) (*connect.Response[fakv1.DrainStatusResponse], error) {
+	m := req.Msg
+	if m.Node == "" || len(m.Node) > fsm.MaxPlacementFieldBytes {
+		return nil, invalidArgument("node must be 1-%d bytes", fsm.MaxPlacementFieldBytes)
+	}
+	resp, err := leaderCall(ctx, h.s, req.Header(),
+		func(context.Context) (*fakv1.DrainStatusResponse, error) {
+			out := &fakv1.DrainStatusResponse{}
+			if h.s.cfg.Blocked != nil {
+				for _, b := range h.s.cfg.Blocked(m.Node) {
+					out.Blocked = append(out.Blocked, &fakv1.BlockedSession{SessionId: b.SessionID, Refusals: b.Refusals})
+				}
+			}
+			return out, nil
+		},
+		func(ctx context.Context, p *peerClients) (*fakv1.DrainStatusResponse, error) {
+			fwd := connect.NewRequest(m)
+			h.s.forwardHeaders(fwd.Header(), req.Header())
+			r, err := p.node.DrainStatus(ctx, fwd)
+			if err != nil {
+				return nil, err
+			}
+			return r.Msg, nil
+		})
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
 func (h *nodeHandler) DrainNode(ctx context.Context, req *connect.Request[fakv1.DrainNodeRequest]) (*connect.Response[fakv1.DrainNodeResponse], error) {
 	m := req.Msg
 	if m.Node == "" || len(m.Node) > fsm.MaxPlacementFieldBytes {

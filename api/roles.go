@@ -65,6 +65,7 @@ var procedureRoles = map[string]fakv1.Role{
 	fakv1connect.ClusterServiceLeaveProcedure:     RoleOperator,
 	fakv1connect.NodeServiceListNodesProcedure:    RoleRead,
 	fakv1connect.NodeServiceDrainNodeProcedure:    RoleOperator,
+	fakv1connect.NodeServiceDrainStatusProcedure:  RoleRead,
 
 	// Node-internal: each node's runner writes with an operator token.
 	fakv1connect.RunnerServiceAppendRunnerEventsProcedure: RoleOperator,

@@ -52,8 +52,12 @@ type Config struct {
 	// calls to peers' APIs (https). Both nil: plaintext h2c.
 	TLS, PeerTLS *tls.Config
 	// Leave makes the node leave the cluster and shut down.
-	Leave  func() error
-	Logger hclog.Logger
+	Leave func() error
+	// Blocked lists the sessions of a node the move controller found no
+	// node to admit at its last pass (nil: none known). It is asked on the
+	// leader only (DrainStatus).
+	Blocked func(node string) []BlockedSession
+	Logger  hclog.Logger
 	// Metrics is the node's registry: the API registers its metrics in it
 	// and serves it on GET /metrics (nil: a registry of its own).
 	Metrics *prometheus.Registry

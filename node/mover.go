@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -72,8 +74,36 @@ type mover struct {
 	// when (like the Raft reconcile's missing servers).
 	unseen map[string]time.Time
 	// stuck: sessions of a dead or draining node that no node admitted at
-	// the last pass, with the refusals, to log each refusal once.
-	stuck map[string]string
+	// the last pass, with their node and the refusals: each refusal is
+	// logged once, and DrainStatus reports them (stuckMu: read by the API).
+	stuckMu sync.Mutex
+	stuck   map[string]stuckSession
+}
+
+// stuckSession is a session no node admits: where it is and why.
+type stuckSession struct{ node, refusals string }
+
+// setStuck publishes the last pass's stuck sessions (nil: none, this node
+// does not lead).
+func (mv *mover) setStuck(stuck map[string]stuckSession) {
+	mv.stuckMu.Lock()
+	defer mv.stuckMu.Unlock()
+	mv.stuck = stuck
+}
+
+// blocked lists the sessions of node that no node admitted at the
+// controller's last pass (sorted by session), for DrainStatus.
+func (mv *mover) blocked(node string) []api.BlockedSession {
+	mv.stuckMu.Lock()
+	defer mv.stuckMu.Unlock()
+	var out []api.BlockedSession
+	for id, st := range mv.stuck {
+		if st.node == node {
+			out = append(out, api.BlockedSession{SessionID: id, Refusals: st.refusals})
+		}
+	}
+	slices.SortFunc(out, func(a, b api.BlockedSession) int { return strings.Compare(a.SessionID, b.SessionID) })
+	return out
 }
 
 func newMover(n *Node) *mover {
@@ -81,7 +111,7 @@ func newMover(n *Node) *mover {
 	if ra == 0 {
 		ra = DefaultRecoverAfter
 	}
-	return &mover{n: n, recoverAfter: ra, unseen: map[string]time.Time{}, stuck: map[string]string{}}
+	return &mover{n: n, recoverAfter: ra, unseen: map[string]time.Time{}}
 }
 
 func (mv *mover) run(ctx context.Context) {
@@ -96,7 +126,7 @@ func (mv *mover) run(ctx context.Context) {
 			cost = mv.pass(ctx)
 		} else {
 			clear(mv.unseen)
-			clear(mv.stuck)
+			mv.setStuck(nil)
 		}
 		select {
 		case <-ctx.Done():
@@ -166,7 +196,7 @@ func (mv *mover) pass(ctx context.Context) (cost time.Duration) {
 	// as they go), then commit them concurrently: the leader coalesces
 	// concurrent commands into few Raft entries.
 	var steps []*step
-	stuck := map[string]string{}
+	stuck := map[string]stuckSession{}
 	for _, s := range moving {
 		if st := mv.drive(now, s, views, recs, load); st != nil {
 			steps = append(steps, st)
@@ -201,7 +231,7 @@ func (mv *mover) pass(ctx context.Context) (cost time.Duration) {
 			busySource[node] = true // one at a time
 		}
 	}
-	mv.stuck = stuck
+	mv.setStuck(stuck)
 	cost = time.Since(started)
 	mv.commit(ctx, steps)
 	return cost
@@ -310,14 +340,17 @@ func (mv *mover) request(s *fsmpb.Session) placement.Request {
 // admissible: some node would admit s now (checked before opening a
 // recovery or drain move, so a fleet with nowhere to go does not fill
 // journals with failed moves).
-func (mv *mover) admissible(s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int, stuck map[string]string) bool {
+func (mv *mover) admissible(s *fsmpb.Session, views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[string]int, stuck map[string]stuckSession) bool {
 	_, all, ok := placement.Choose(mv.request(s), candidates(views, recs, load))
 	if ok {
 		return true
 	}
 	why := placement.Refusals("", all)
-	stuck[s.SessionId] = why
-	if mv.stuck[s.SessionId] != why {
+	stuck[s.SessionId] = stuckSession{node: s.GetPlacement().GetNode(), refusals: why}
+	mv.stuckMu.Lock()
+	logged := mv.stuck[s.SessionId].refusals == why
+	mv.stuckMu.Unlock()
+	if !logged {
 		mv.n.logger.Warn("move controller: no node admits the session; waiting", "session", s.SessionId,
 			"node", s.GetPlacement().GetNode(), "refusals", why)
 	}

@@ -117,10 +117,11 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln, metrics: m,
 		serveErr: make(chan error, 1), done: make(chan struct{}),
 	}
+	mv := newMover(n)
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
-		Leave: n.leaveAndShutdown, Logger: logger, Metrics: m.reg,
+		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
 		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(),
 	}, c, f)
 	m.watch(c, f)
@@ -140,7 +141,7 @@ func Start(cfg Config) (*Node, error) {
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.reapLoop(bgCtx) }()
 	n.bg.Add(1)
-	go func() { defer n.bg.Done(); newMover(n).run(bgCtx) }()
+	go func() { defer n.bg.Done(); mv.run(bgCtx) }()
 	go n.retryJoin()
 	logger.Info("node started", "api", apiAddr, "raft", c.RaftAddr(), "gossip", c.GossipAddr())
 	return n, nil

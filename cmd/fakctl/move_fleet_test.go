@@ -40,6 +40,9 @@ type moveFleet struct {
 	sessions []*fakv1.Session
 	drains   []*fakv1.DrainNodeRequest
 	lists    int // ListSessions calls
+	// blocked answers DrainStatus: session → refusals, the same for any
+	// node asked.
+	blocked map[string]string
 }
 
 // moveStep is one transition: its state, its facts and its commit time
@@ -190,6 +193,16 @@ func (f *moveFleet) DrainNode(_ context.Context, req *connect.Request[fakv1.Drai
 		}
 	}
 	return nil, fakeError(connect.CodeNotFound, "NOT_FOUND", "node "+req.Msg.GetNode()+" not found")
+}
+
+func (f *moveFleet) DrainStatus(context.Context, *connect.Request[fakv1.DrainStatusRequest]) (*connect.Response[fakv1.DrainStatusResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &fakv1.DrainStatusResponse{}
+	for id, why := range f.blocked {
+		out.Blocked = append(out.Blocked, &fakv1.BlockedSession{SessionId: id, Refusals: why})
+	}
+	return connect.NewResponse(out), nil
 }
 
 // ListSessions moves one session off a draining node per call: the first

@@ -142,11 +142,14 @@ func nodeDrainCommand(fs *flag.FlagSet) runFunc {
 type drainTrack struct {
 	epoch    uint64
 	lastMove string // the last failed move reported
+	blocked  string // the last refusals reported (no node admits it)
 }
 
 // waitDrained polls the fleet until the node hosts no active session,
-// printing each session as it leaves (its new node and epoch) and each
-// failed move; the controller retries those.
+// printing each session as it leaves (its new node and epoch), each failed
+// move (the controller retries those) and each session no node admits,
+// with every candidate's failed checks (the leader's DrainStatus), once
+// per change.
 func waitDrained(ctx context.Context, c *cli, name string, start time.Time, timeout time.Duration) (*fakv1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -163,6 +166,12 @@ func waitDrained(ctx context.Context, c *cli, name string, start time.Time, time
 			byID[s.GetSessionId()] = s
 			if s.GetState() == fakv1.SessionState_SESSION_STATE_ACTIVE && s.GetPlacement().GetNode() == name && tracked[s.GetSessionId()] == nil {
 				tracked[s.GetSessionId()] = &drainTrack{epoch: s.GetEpoch()}
+			}
+		}
+		blocked := map[string]string{}
+		if st, serr := c.nodeClient().DrainStatus(ctx, connect.NewRequest(&fakv1.DrainStatusRequest{Node: name})); serr == nil {
+			for _, b := range st.Msg.GetBlocked() {
+				blocked[b.GetSessionId()] = b.GetRefusals()
 			}
 		}
 		ids := make([]string, 0, len(tracked))
@@ -187,6 +196,10 @@ func waitDrained(ctx context.Context, c *cli, name string, start time.Time, time
 				if m := s.GetMove(); (m.GetState() == moveFailed || m.GetState() == moveUnsafe) && m.GetMoveId() != tr.lastMove {
 					tr.lastMove = m.GetMoveId()
 					c.drainLine(stamp(), "%s not moved yet: %s", id, (&moveError{state: m.GetState(), reason: m.GetReason(), phase: m.GetPhase()}).Error())
+				}
+				if why := blocked[id]; why != "" && why != tr.blocked {
+					tr.blocked = why
+					c.drainLine(stamp(), "%s waits: no node admits it: %s", id, why)
 				}
 			}
 		}

@@ -108,10 +108,15 @@ func TestNodeDrainTimesOut(t *testing.T) {
 	fleet.nodes = testNodes()
 	// A session on n3, which ListSessions never moves.
 	fleet.sessions = []*fakv1.Session{{SessionId: "s-9", State: fakv1.SessionState_SESSION_STATE_ACTIVE, Placement: &fakv1.Placement{Node: "n3"}}}
+	// The leader's controller finds no node for it, and says why (once).
+	fleet.blocked = map[string]string{"s-9": "n1 refused: capacity: hosts 2 of 2 sessions | n2 refused: alive: gossip says dead"}
 	url := fleet.start(t)
 	code, out, errOut := runCLI(t, url, "node", "drain", "n3", "--timeout", "100ms")
 	if code != exitError || errOut != "Error: node n3 still hosts 1 session after 100ms; it stays draining (fakctl node list)\n" {
 		t.Errorf("drain timeout: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	if !regexp.MustCompile(`(?m)\A.*\n +\d+ms  s-9 waits: no node admits it: n1 refused: capacity: hosts 2 of 2 sessions \| n2 refused: alive: gossip says dead\n\z`).MatchString(out) {
+		t.Errorf("drain output %q: want the blocked session's refusals, once", out)
 	}
 	code, out, _ = runCLI(t, url, "node", "drain", "n3", "--no-wait")
 	if code != exitOK || out != "Node n3 is draining: no new sessions; 1 session to move away\n" {

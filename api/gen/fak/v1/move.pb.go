@@ -836,6 +836,149 @@ func (x *DrainNodeResponse) GetNode() *Node {
 	return nil
 }
 
+type DrainStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainStatusRequest) Reset() {
+	*x = DrainStatusRequest{}
+	mi := &file_fak_v1_move_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainStatusRequest) ProtoMessage() {}
+
+func (x *DrainStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainStatusRequest.ProtoReflect.Descriptor instead.
+func (*DrainStatusRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DrainStatusRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type DrainStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Blocked       []*BlockedSession      `protobuf:"bytes,1,rep,name=blocked,proto3" json:"blocked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainStatusResponse) Reset() {
+	*x = DrainStatusResponse{}
+	mi := &file_fak_v1_move_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainStatusResponse) ProtoMessage() {}
+
+func (x *DrainStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainStatusResponse.ProtoReflect.Descriptor instead.
+func (*DrainStatusResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DrainStatusResponse) GetBlocked() []*BlockedSession {
+	if x != nil {
+		return x.Blocked
+	}
+	return nil
+}
+
+// BlockedSession is a session no node admits.
+type BlockedSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Every candidate's failed admission checks, e.g.
+	// "n2 refused: capacity: hosts 10 of 10 sessions | n3 refused: alive: gossip says dead".
+	Refusals      string `protobuf:"bytes,2,opt,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockedSession) Reset() {
+	*x = BlockedSession{}
+	mi := &file_fak_v1_move_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockedSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockedSession) ProtoMessage() {}
+
+func (x *BlockedSession) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockedSession.ProtoReflect.Descriptor instead.
+func (*BlockedSession) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BlockedSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *BlockedSession) GetRefusals() string {
+	if x != nil {
+		return x.Refusals
+	}
+	return ""
+}
+
 // Runner-side move steps (RunnerService).
 type CommitCheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -850,7 +993,7 @@ type CommitCheckpointRequest struct {
 
 func (x *CommitCheckpointRequest) Reset() {
 	*x = CommitCheckpointRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[11]
+	mi := &file_fak_v1_move_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1005,7 @@ func (x *CommitCheckpointRequest) String() string {
 func (*CommitCheckpointRequest) ProtoMessage() {}
 
 func (x *CommitCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[11]
+	mi := &file_fak_v1_move_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1018,7 @@ func (x *CommitCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{11}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommitCheckpointRequest) GetSessionId() string {
@@ -921,7 +1064,7 @@ type CommitCheckpointResponse struct {
 
 func (x *CommitCheckpointResponse) Reset() {
 	*x = CommitCheckpointResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[12]
+	mi := &file_fak_v1_move_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1076,7 @@ func (x *CommitCheckpointResponse) String() string {
 func (*CommitCheckpointResponse) ProtoMessage() {}
 
 func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[12]
+	mi := &file_fak_v1_move_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1089,7 @@ func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{12}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
 }
 
 type CommitRestoreRequest struct {
@@ -961,7 +1104,7 @@ type CommitRestoreRequest struct {
 
 func (x *CommitRestoreRequest) Reset() {
 	*x = CommitRestoreRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[13]
+	mi := &file_fak_v1_move_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1116,7 @@ func (x *CommitRestoreRequest) String() string {
 func (*CommitRestoreRequest) ProtoMessage() {}
 
 func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[13]
+	mi := &file_fak_v1_move_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1129,7 @@ func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreRequest.ProtoReflect.Descriptor instead.
 func (*CommitRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{13}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CommitRestoreRequest) GetSessionId() string {
@@ -1025,7 +1168,7 @@ type CommitRestoreResponse struct {
 
 func (x *CommitRestoreResponse) Reset() {
 	*x = CommitRestoreResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[14]
+	mi := &file_fak_v1_move_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1180,7 @@ func (x *CommitRestoreResponse) String() string {
 func (*CommitRestoreResponse) ProtoMessage() {}
 
 func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[14]
+	mi := &file_fak_v1_move_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1193,7 @@ func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreResponse.ProtoReflect.Descriptor instead.
 func (*CommitRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{14}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{17}
 }
 
 type FailMoveRequest struct {
@@ -1065,7 +1208,7 @@ type FailMoveRequest struct {
 
 func (x *FailMoveRequest) Reset() {
 	*x = FailMoveRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1220,7 @@ func (x *FailMoveRequest) String() string {
 func (*FailMoveRequest) ProtoMessage() {}
 
 func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1233,7 @@ func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveRequest.ProtoReflect.Descriptor instead.
 func (*FailMoveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FailMoveRequest) GetSessionId() string {
@@ -1129,7 +1272,7 @@ type FailMoveResponse struct {
 
 func (x *FailMoveResponse) Reset() {
 	*x = FailMoveResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1284,7 @@ func (x *FailMoveResponse) String() string {
 func (*FailMoveResponse) ProtoMessage() {}
 
 func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1297,7 @@ func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveResponse.ProtoReflect.Descriptor instead.
 func (*FailMoveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{19}
 }
 
 var File_fak_v1_move_proto protoreflect.FileDescriptor
@@ -1231,7 +1374,15 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"5\n" +
 	"\x11DrainNodeResponse\x12 \n" +
-	"\x04node\x18\x01 \x01(\v2\f.fak.v1.NodeR\x04node\"\xb3\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\f.fak.v1.NodeR\x04node\"(\n" +
+	"\x12DrainStatusRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"G\n" +
+	"\x13DrainStatusResponse\x120\n" +
+	"\ablocked\x18\x01 \x03(\v2\x16.fak.v1.BlockedSessionR\ablocked\"K\n" +
+	"\x0eBlockedSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\brefusals\x18\x02 \x01(\tR\brefusals\"\xb3\x01\n" +
 	"\x17CommitCheckpointRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1267,7 +1418,7 @@ func file_fak_v1_move_proto_rawDescGZIP() []byte {
 	return file_fak_v1_move_proto_rawDescData
 }
 
-var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_fak_v1_move_proto_goTypes = []any{
 	(*Move)(nil),                     // 0: fak.v1.Move
 	(*MoveSessionRequest)(nil),       // 1: fak.v1.MoveSessionRequest
@@ -1280,27 +1431,31 @@ var file_fak_v1_move_proto_goTypes = []any{
 	(*ListNodesResponse)(nil),        // 8: fak.v1.ListNodesResponse
 	(*DrainNodeRequest)(nil),         // 9: fak.v1.DrainNodeRequest
 	(*DrainNodeResponse)(nil),        // 10: fak.v1.DrainNodeResponse
-	(*CommitCheckpointRequest)(nil),  // 11: fak.v1.CommitCheckpointRequest
-	(*CommitCheckpointResponse)(nil), // 12: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreRequest)(nil),     // 13: fak.v1.CommitRestoreRequest
-	(*CommitRestoreResponse)(nil),    // 14: fak.v1.CommitRestoreResponse
-	(*FailMoveRequest)(nil),          // 15: fak.v1.FailMoveRequest
-	(*FailMoveResponse)(nil),         // 16: fak.v1.FailMoveResponse
-	(*Placement)(nil),                // 17: fak.v1.Placement
+	(*DrainStatusRequest)(nil),       // 11: fak.v1.DrainStatusRequest
+	(*DrainStatusResponse)(nil),      // 12: fak.v1.DrainStatusResponse
+	(*BlockedSession)(nil),           // 13: fak.v1.BlockedSession
+	(*CommitCheckpointRequest)(nil),  // 14: fak.v1.CommitCheckpointRequest
+	(*CommitCheckpointResponse)(nil), // 15: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreRequest)(nil),     // 16: fak.v1.CommitRestoreRequest
+	(*CommitRestoreResponse)(nil),    // 17: fak.v1.CommitRestoreResponse
+	(*FailMoveRequest)(nil),          // 18: fak.v1.FailMoveRequest
+	(*FailMoveResponse)(nil),         // 19: fak.v1.FailMoveResponse
+	(*Placement)(nil),                // 20: fak.v1.Placement
 }
 var file_fak_v1_move_proto_depIdxs = []int32{
-	17, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
-	17, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
+	20, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
+	20, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
 	0,  // 2: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
 	0,  // 3: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
 	5,  // 4: fak.v1.Node.labels:type_name -> fak.v1.Label
 	6,  // 5: fak.v1.ListNodesResponse.nodes:type_name -> fak.v1.Node
 	6,  // 6: fak.v1.DrainNodeResponse.node:type_name -> fak.v1.Node
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 7: fak.v1.DrainStatusResponse.blocked:type_name -> fak.v1.BlockedSession
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_move_proto_init() }
@@ -1315,7 +1470,7 @@ func file_fak_v1_move_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_move_proto_rawDesc), len(file_fak_v1_move_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -53,10 +53,11 @@ const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"GetLineage\x12\x19.fak.v1.GetLineageRequest\x1a\x1a.fak.v1.GetLineageResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\vMoveSession\x12\x1a.fak.v1.MoveSessionRequest\x1a\x1b.fak.v1.MoveSessionResponse\x12?\n" +
-	"\aGetMove\x12\x16.fak.v1.GetMoveRequest\x1a\x17.fak.v1.GetMoveResponse\"\x03\x90\x02\x012\x96\x01\n" +
+	"\aGetMove\x12\x16.fak.v1.GetMoveRequest\x1a\x17.fak.v1.GetMoveResponse\"\x03\x90\x02\x012\xe3\x01\n" +
 	"\vNodeService\x12E\n" +
 	"\tListNodes\x12\x18.fak.v1.ListNodesRequest\x1a\x19.fak.v1.ListNodesResponse\"\x03\x90\x02\x01\x12@\n" +
-	"\tDrainNode\x12\x18.fak.v1.DrainNodeRequest\x1a\x19.fak.v1.DrainNodeResponse2\xd0\x02\n" +
+	"\tDrainNode\x12\x18.fak.v1.DrainNodeRequest\x1a\x19.fak.v1.DrainNodeResponse\x12K\n" +
+	"\vDrainStatus\x12\x1a.fak.v1.DrainStatusRequest\x1a\x1b.fak.v1.DrainStatusResponse\"\x03\x90\x02\x012\xd0\x02\n" +
 	"\rRunnerService\x12[\n" +
 	"\x12AppendRunnerEvents\x12!.fak.v1.AppendRunnerEventsRequest\x1a\".fak.v1.AppendRunnerEventsResponse\x12U\n" +
 	"\x10CommitCheckpoint\x12\x1f.fak.v1.CommitCheckpointRequest\x1a .fak.v1.CommitCheckpointResponse\x12L\n" +
@@ -90,40 +91,42 @@ var file_fak_v1_session_service_proto_goTypes = []any{
 	(*GetMoveRequest)(nil),             // 23: fak.v1.GetMoveRequest
 	(*ListNodesRequest)(nil),           // 24: fak.v1.ListNodesRequest
 	(*DrainNodeRequest)(nil),           // 25: fak.v1.DrainNodeRequest
-	(*AppendRunnerEventsRequest)(nil),  // 26: fak.v1.AppendRunnerEventsRequest
-	(*CommitCheckpointRequest)(nil),    // 27: fak.v1.CommitCheckpointRequest
-	(*CommitRestoreRequest)(nil),       // 28: fak.v1.CommitRestoreRequest
-	(*FailMoveRequest)(nil),            // 29: fak.v1.FailMoveRequest
-	(*CreateSessionResponse)(nil),      // 30: fak.v1.CreateSessionResponse
-	(*ListSessionsResponse)(nil),       // 31: fak.v1.ListSessionsResponse
-	(*DescribeSessionResponse)(nil),    // 32: fak.v1.DescribeSessionResponse
-	(*AppendEventsResponse)(nil),       // 33: fak.v1.AppendEventsResponse
-	(*ReadEventsResponse)(nil),         // 34: fak.v1.ReadEventsResponse
-	(*WatchEventsResponse)(nil),        // 35: fak.v1.WatchEventsResponse
-	(*StopSessionResponse)(nil),        // 36: fak.v1.StopSessionResponse
-	(*DiscoverSessionResponse)(nil),    // 37: fak.v1.DiscoverSessionResponse
-	(*AttachResponse)(nil),             // 38: fak.v1.AttachResponse
-	(*KeepAliveResponse)(nil),          // 39: fak.v1.KeepAliveResponse
-	(*DetachResponse)(nil),             // 40: fak.v1.DetachResponse
-	(*ActResponse)(nil),                // 41: fak.v1.ActResponse
-	(*TakeLeaseResponse)(nil),          // 42: fak.v1.TakeLeaseResponse
-	(*RenewLeaseResponse)(nil),         // 43: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseResponse)(nil),       // 44: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalResponse)(nil),     // 45: fak.v1.AnswerApprovalResponse
-	(*FreshSessionResponse)(nil),       // 46: fak.v1.FreshSessionResponse
-	(*ResetSessionResponse)(nil),       // 47: fak.v1.ResetSessionResponse
-	(*ClearSessionResponse)(nil),       // 48: fak.v1.ClearSessionResponse
-	(*NewSessionResponse)(nil),         // 49: fak.v1.NewSessionResponse
-	(*ForkSessionResponse)(nil),        // 50: fak.v1.ForkSessionResponse
-	(*GetLineageResponse)(nil),         // 51: fak.v1.GetLineageResponse
-	(*MoveSessionResponse)(nil),        // 52: fak.v1.MoveSessionResponse
-	(*GetMoveResponse)(nil),            // 53: fak.v1.GetMoveResponse
-	(*ListNodesResponse)(nil),          // 54: fak.v1.ListNodesResponse
-	(*DrainNodeResponse)(nil),          // 55: fak.v1.DrainNodeResponse
-	(*AppendRunnerEventsResponse)(nil), // 56: fak.v1.AppendRunnerEventsResponse
-	(*CommitCheckpointResponse)(nil),   // 57: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreResponse)(nil),      // 58: fak.v1.CommitRestoreResponse
-	(*FailMoveResponse)(nil),           // 59: fak.v1.FailMoveResponse
+	(*DrainStatusRequest)(nil),         // 26: fak.v1.DrainStatusRequest
+	(*AppendRunnerEventsRequest)(nil),  // 27: fak.v1.AppendRunnerEventsRequest
+	(*CommitCheckpointRequest)(nil),    // 28: fak.v1.CommitCheckpointRequest
+	(*CommitRestoreRequest)(nil),       // 29: fak.v1.CommitRestoreRequest
+	(*FailMoveRequest)(nil),            // 30: fak.v1.FailMoveRequest
+	(*CreateSessionResponse)(nil),      // 31: fak.v1.CreateSessionResponse
+	(*ListSessionsResponse)(nil),       // 32: fak.v1.ListSessionsResponse
+	(*DescribeSessionResponse)(nil),    // 33: fak.v1.DescribeSessionResponse
+	(*AppendEventsResponse)(nil),       // 34: fak.v1.AppendEventsResponse
+	(*ReadEventsResponse)(nil),         // 35: fak.v1.ReadEventsResponse
+	(*WatchEventsResponse)(nil),        // 36: fak.v1.WatchEventsResponse
+	(*StopSessionResponse)(nil),        // 37: fak.v1.StopSessionResponse
+	(*DiscoverSessionResponse)(nil),    // 38: fak.v1.DiscoverSessionResponse
+	(*AttachResponse)(nil),             // 39: fak.v1.AttachResponse
+	(*KeepAliveResponse)(nil),          // 40: fak.v1.KeepAliveResponse
+	(*DetachResponse)(nil),             // 41: fak.v1.DetachResponse
+	(*ActResponse)(nil),                // 42: fak.v1.ActResponse
+	(*TakeLeaseResponse)(nil),          // 43: fak.v1.TakeLeaseResponse
+	(*RenewLeaseResponse)(nil),         // 44: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseResponse)(nil),       // 45: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalResponse)(nil),     // 46: fak.v1.AnswerApprovalResponse
+	(*FreshSessionResponse)(nil),       // 47: fak.v1.FreshSessionResponse
+	(*ResetSessionResponse)(nil),       // 48: fak.v1.ResetSessionResponse
+	(*ClearSessionResponse)(nil),       // 49: fak.v1.ClearSessionResponse
+	(*NewSessionResponse)(nil),         // 50: fak.v1.NewSessionResponse
+	(*ForkSessionResponse)(nil),        // 51: fak.v1.ForkSessionResponse
+	(*GetLineageResponse)(nil),         // 52: fak.v1.GetLineageResponse
+	(*MoveSessionResponse)(nil),        // 53: fak.v1.MoveSessionResponse
+	(*GetMoveResponse)(nil),            // 54: fak.v1.GetMoveResponse
+	(*ListNodesResponse)(nil),          // 55: fak.v1.ListNodesResponse
+	(*DrainNodeResponse)(nil),          // 56: fak.v1.DrainNodeResponse
+	(*DrainStatusResponse)(nil),        // 57: fak.v1.DrainStatusResponse
+	(*AppendRunnerEventsResponse)(nil), // 58: fak.v1.AppendRunnerEventsResponse
+	(*CommitCheckpointResponse)(nil),   // 59: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreResponse)(nil),      // 60: fak.v1.CommitRestoreResponse
+	(*FailMoveResponse)(nil),           // 61: fak.v1.FailMoveResponse
 }
 var file_fak_v1_session_service_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
@@ -152,42 +155,44 @@ var file_fak_v1_session_service_proto_depIdxs = []int32{
 	23, // 23: fak.v1.SessionService.GetMove:input_type -> fak.v1.GetMoveRequest
 	24, // 24: fak.v1.NodeService.ListNodes:input_type -> fak.v1.ListNodesRequest
 	25, // 25: fak.v1.NodeService.DrainNode:input_type -> fak.v1.DrainNodeRequest
-	26, // 26: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
-	27, // 27: fak.v1.RunnerService.CommitCheckpoint:input_type -> fak.v1.CommitCheckpointRequest
-	28, // 28: fak.v1.RunnerService.CommitRestore:input_type -> fak.v1.CommitRestoreRequest
-	29, // 29: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
-	30, // 30: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	31, // 31: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	32, // 32: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	33, // 33: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	34, // 34: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	35, // 35: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	36, // 36: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	37, // 37: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
-	38, // 38: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
-	39, // 39: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
-	40, // 40: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
-	41, // 41: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
-	42, // 42: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
-	43, // 43: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
-	44, // 44: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
-	45, // 45: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
-	46, // 46: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
-	47, // 47: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
-	48, // 48: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
-	49, // 49: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
-	50, // 50: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
-	51, // 51: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
-	52, // 52: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
-	53, // 53: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
-	54, // 54: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
-	55, // 55: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
-	56, // 56: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
-	57, // 57: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
-	58, // 58: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
-	59, // 59: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
-	30, // [30:60] is the sub-list for method output_type
-	0,  // [0:30] is the sub-list for method input_type
+	26, // 26: fak.v1.NodeService.DrainStatus:input_type -> fak.v1.DrainStatusRequest
+	27, // 27: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
+	28, // 28: fak.v1.RunnerService.CommitCheckpoint:input_type -> fak.v1.CommitCheckpointRequest
+	29, // 29: fak.v1.RunnerService.CommitRestore:input_type -> fak.v1.CommitRestoreRequest
+	30, // 30: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
+	31, // 31: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
+	32, // 32: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
+	33, // 33: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
+	34, // 34: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
+	35, // 35: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
+	36, // 36: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
+	37, // 37: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
+	38, // 38: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
+	39, // 39: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
+	40, // 40: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
+	41, // 41: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
+	42, // 42: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
+	43, // 43: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
+	44, // 44: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
+	45, // 45: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
+	46, // 46: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
+	47, // 47: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
+	48, // 48: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
+	49, // 49: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
+	50, // 50: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
+	51, // 51: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
+	52, // 52: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
+	53, // 53: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
+	54, // 54: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
+	55, // 55: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
+	56, // 56: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
+	57, // 57: fak.v1.NodeService.DrainStatus:output_type -> fak.v1.DrainStatusResponse
+	58, // 58: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
+	59, // 59: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
+	60, // 60: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
+	61, // 61: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
+	31, // [31:62] is the sub-list for method output_type
+	0,  // [0:31] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -109,6 +109,8 @@ const (
 	NodeServiceListNodesProcedure = "/fak.v1.NodeService/ListNodes"
 	// NodeServiceDrainNodeProcedure is the fully-qualified name of the NodeService's DrainNode RPC.
 	NodeServiceDrainNodeProcedure = "/fak.v1.NodeService/DrainNode"
+	// NodeServiceDrainStatusProcedure is the fully-qualified name of the NodeService's DrainStatus RPC.
+	NodeServiceDrainStatusProcedure = "/fak.v1.NodeService/DrainStatus"
 	// RunnerServiceAppendRunnerEventsProcedure is the fully-qualified name of the RunnerService's
 	// AppendRunnerEvents RPC.
 	RunnerServiceAppendRunnerEventsProcedure = "/fak.v1.RunnerService/AppendRunnerEvents"
@@ -842,6 +844,10 @@ type NodeServiceClient interface {
 	// DrainNode marks a node draining (no admissions; the controller moves
 	// its sessions away one by one) or undrains it.
 	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// DrainStatus is what keeps a node's sessions on it: each session the
+	// leader's move controller found no node to admit at its last pass, with
+	// every candidate's failed admission checks. Answered by the leader.
+	DrainStatus(context.Context, *connect.Request[v1.DrainStatusRequest]) (*connect.Response[v1.DrainStatusResponse], error)
 }
 
 // NewNodeServiceClient constructs a client for the fak.v1.NodeService service. By default, it uses
@@ -868,13 +874,21 @@ func NewNodeServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(nodeServiceMethods.ByName("DrainNode")),
 			connect.WithClientOptions(opts...),
 		),
+		drainStatus: connect.NewClient[v1.DrainStatusRequest, v1.DrainStatusResponse](
+			httpClient,
+			baseURL+NodeServiceDrainStatusProcedure,
+			connect.WithSchema(nodeServiceMethods.ByName("DrainStatus")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // nodeServiceClient implements NodeServiceClient.
 type nodeServiceClient struct {
-	listNodes *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
-	drainNode *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
+	listNodes   *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	drainNode   *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
+	drainStatus *connect.Client[v1.DrainStatusRequest, v1.DrainStatusResponse]
 }
 
 // ListNodes calls fak.v1.NodeService.ListNodes.
@@ -887,12 +901,21 @@ func (c *nodeServiceClient) DrainNode(ctx context.Context, req *connect.Request[
 	return c.drainNode.CallUnary(ctx, req)
 }
 
+// DrainStatus calls fak.v1.NodeService.DrainStatus.
+func (c *nodeServiceClient) DrainStatus(ctx context.Context, req *connect.Request[v1.DrainStatusRequest]) (*connect.Response[v1.DrainStatusResponse], error) {
+	return c.drainStatus.CallUnary(ctx, req)
+}
+
 // NodeServiceHandler is an implementation of the fak.v1.NodeService service.
 type NodeServiceHandler interface {
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 	// DrainNode marks a node draining (no admissions; the controller moves
 	// its sessions away one by one) or undrains it.
 	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// DrainStatus is what keeps a node's sessions on it: each session the
+	// leader's move controller found no node to admit at its last pass, with
+	// every candidate's failed admission checks. Answered by the leader.
+	DrainStatus(context.Context, *connect.Request[v1.DrainStatusRequest]) (*connect.Response[v1.DrainStatusResponse], error)
 }
 
 // NewNodeServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -915,12 +938,21 @@ func NewNodeServiceHandler(svc NodeServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(nodeServiceMethods.ByName("DrainNode")),
 		connect.WithHandlerOptions(opts...),
 	)
+	nodeServiceDrainStatusHandler := connect.NewUnaryHandler(
+		NodeServiceDrainStatusProcedure,
+		svc.DrainStatus,
+		connect.WithSchema(nodeServiceMethods.ByName("DrainStatus")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.NodeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NodeServiceListNodesProcedure:
 			nodeServiceListNodesHandler.ServeHTTP(w, r)
 		case NodeServiceDrainNodeProcedure:
 			nodeServiceDrainNodeHandler.ServeHTTP(w, r)
+		case NodeServiceDrainStatusProcedure:
+			nodeServiceDrainStatusHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -936,6 +968,10 @@ func (UnimplementedNodeServiceHandler) ListNodes(context.Context, *connect.Reque
 
 func (UnimplementedNodeServiceHandler) DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.NodeService.DrainNode is not implemented"))
+}
+
+func (UnimplementedNodeServiceHandler) DrainStatus(context.Context, *connect.Request[v1.DrainStatusRequest]) (*connect.Response[v1.DrainStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.NodeService.DrainStatus is not implemented"))
 }
 
 // RunnerServiceClient is a client for the fak.v1.RunnerService service.
