@@ -20,6 +20,10 @@ func TestCluster_DrainStatusNamesWhatNoNodeAdmits(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	c.WaitForLeader(30 * time.Second)
 	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	c.WaitFor(30*time.Second, "three node records", func() bool {
+		l, err := c.NodeClient(n1).ListNodes(ctxT(t, 5*time.Second), connect.NewRequest(&fakv1.ListNodesRequest{}))
+		return err == nil && len(l.Msg.GetNodes()) == 3
+	})
 	resp, err := c.Sessions(n1).CreateSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.CreateSessionRequest{
 		Title: "stuck", Placement: &fakv1.Placement{Node: n3.Name},
 	}))
