@@ -9,10 +9,10 @@ import (
 // later (Raft randomises it to 5–10 ms). When an entry the leader applied
 // gives a follower's runner something to do — an input, an interrupt, a
 // move's next step (fsm.SessionChange.NeedsRunner on a session placed on
-// another node) and no runner hint told that runner already (hint.go) —
-// the leader appends an empty fak entry at once:
-// replicating it carries the new commit index, so that runner starts
-// within a round trip instead. (Not raft.Barrier: the FSM never sees a
+// another node) — and no runner hint told that runner already (hint.go),
+// the leader appends an empty fak entry at once: replicating it carries
+// the new commit index, so that runner starts within a round trip
+// instead. (Not raft.Barrier: the FSM never sees a
 // barrier entry, so followers' applied index would stop short of the
 // commit index handed out as a read index; see leaderLoop.) The runner's
 // own writes (its output, its charges) nudge nothing. At most one entry is
@@ -20,7 +20,7 @@ import (
 // under load, when entries flow anyway, the entry only joins their batch.
 
 // nudgeLoop runs on the leader until stopCh closes: it follows the FSM's
-// change feed and asks nudger for a barrier when a follower has work.
+// change feed and asks nudger for an empty entry when a follower has work.
 func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
 	if c.fsm == nil {
 		return // a test rig of the leader loop alone
