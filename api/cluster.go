@@ -104,7 +104,9 @@ func (h *clusterHandler) Leave(ctx context.Context, req *connect.Request[fakv1.L
 }
 
 func (h *clusterHandler) ReadIndex(ctx context.Context, req *connect.Request[fakv1.ReadIndexRequest]) (*connect.Response[fakv1.ReadIndexResponse], error) {
-	idx, err := h.s.cluster.ReadIndex(ctx)
+	// The caller is another node (or a client) waiting for its own
+	// replica to apply the index.
+	idx, err := h.s.cluster.ReadIndexForPeer(ctx)
 	if err != nil {
 		return nil, toConnectError(err)
 	}

@@ -40,7 +40,10 @@ type Cluster struct {
 	// everything committed before its term (Barrier after election).
 	ready atomic.Bool
 
-	shutdownCh   chan struct{}
+	shutdownCh chan struct{}
+	// nudges carries requests for a commit nudge to the leader's nudger
+	// (nudge.go).
+	nudges       chan struct{}
 	shutdownOnce sync.Once
 	wg           sync.WaitGroup
 }
@@ -65,7 +68,7 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	if cfg.DeadServerGrace == 0 {
 		cfg.DeadServerGrace = DefaultDeadServerGrace
 	}
-	c := &Cluster{cfg: cfg, logger: cfg.Logger, fsm: f, shutdownCh: make(chan struct{})}
+	c := &Cluster{cfg: cfg, logger: cfg.Logger, fsm: f, shutdownCh: make(chan struct{}), nudges: make(chan struct{}, 1)}
 	if err := c.setupRaft(); err != nil {
 		return nil, err
 	}

@@ -20,15 +20,16 @@ import (
 // under load, when entries flow anyway, the entry only joins their batch.
 
 // nudgeLoop runs on the leader until stopCh closes: it follows the FSM's
-// change feed and asks nudger for an empty entry when a follower has work.
+// change feed and asks for an empty entry when a follower has work; the
+// nudger appends them.
 func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
 	if c.fsm == nil {
 		return // a test rig of the leader loop alone
 	}
-	want := make(chan struct{}, 1)
 	done := make(chan struct{})
-	defer func() { close(want); <-done }()
-	go c.nudger(want, done)
+	stopNudger := make(chan struct{})
+	defer func() { close(stopNudger); <-done }()
+	go c.nudger(stopNudger, done)
 	f := c.fsm
 	changed := f.Changed()
 	cursor := f.ChangeCursor()
@@ -43,29 +44,36 @@ func (c *Cluster) nudgeLoop(stopCh <-chan struct{}) {
 		changed = f.Changed()
 		changes, next, _ := f.ChangesSince(cursor)
 		cursor = next
-		nudge := false
 		for _, ch := range changes {
 			if ch.NeedsRunner && ch.Node != "" && ch.Node != c.cfg.Name && !c.hintFollower(ch.Node, ch.SessionID) {
-				nudge = true
-			}
-		}
-		if nudge {
-			select {
-			case want <- struct{}{}:
-			default: // one is already asked for, after the current one
+				c.requestNudge()
 			}
 		}
 	}
 }
 
-// nudger appends one empty entry per request until want closes.
-func (c *Cluster) nudger(want <-chan struct{}, done chan<- struct{}) {
+// requestNudge asks the leader's nudger for an empty entry (one request
+// waits at most; more are served by it).
+func (c *Cluster) requestNudge() {
+	select {
+	case c.nudges <- struct{}{}:
+	default: // one is already asked for, after the current one
+	}
+}
+
+// nudger appends one empty entry per request until stop closes.
+func (c *Cluster) nudger(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	empty, err := fsm.EncodeBatch(nil)
 	if err != nil {
 		panic(err)
 	}
-	for range want {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-c.nudges:
+		}
 		err := c.raft.Apply(empty, raftTimeout).Error()
 		c.cfg.observer().ObserveCommitNudge(err)
 	}

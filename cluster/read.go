@@ -28,10 +28,22 @@ func (c *Cluster) ReadIndex(ctx context.Context) (uint64, error) {
 	return idx, nil
 }
 
+// ReadIndexForPeer is ReadIndex for another node, which waits until its
+// own replica has applied the index: the leader also appends an empty
+// entry (a commit nudge, nudge.go), whose replication tells that node the
+// index committed within a round trip instead of the commit timeout.
+func (c *Cluster) ReadIndexForPeer(ctx context.Context) (uint64, error) {
+	idx, err := c.ReadIndex(ctx)
+	if err == nil {
+		c.requestNudge()
+	}
+	return idx, err
+}
+
 // WaitApplied blocks until the local FSM has applied index idx.
 func (c *Cluster) WaitApplied(ctx context.Context, idx uint64) error {
 	for {
-		ch := c.fsm.Changed()
+		ch := c.fsm.Applied()
 		if c.fsm.AppliedIndex() >= idx {
 			return nil
 		}

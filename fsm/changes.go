@@ -17,7 +17,10 @@ import (
 // SessionChange is one session written by an applied batch.
 type SessionChange struct {
 	SessionID string
-	// Node is the session's placement node after the write.
+	// Node is the node whose runner the session waits for after the
+	// write: its placement's node; during a move, the source until its
+	// checkpoint, the destination once admitted, and none while the leader's
+	// controller holds the next step ("").
 	Node string
 	// NeedsRunner: a command other than the session's runner's own events
 	// and charges wrote it (an input, an interrupt, a move step, a stop):
@@ -90,7 +93,7 @@ func (t *touched) add(s *fsmpb.Session, needsRunner bool) {
 	if t.index == nil {
 		t.index = make(map[string]int)
 	}
-	ch := SessionChange{SessionID: s.SessionId, Node: s.GetPlacement().GetNode(), NeedsRunner: needsRunner}
+	ch := SessionChange{SessionID: s.SessionId, Node: runnerNode(s), NeedsRunner: needsRunner}
 	if i, ok := t.index[s.SessionId]; ok {
 		ch.NeedsRunner = ch.NeedsRunner || t.list[i].NeedsRunner
 		t.list[i] = ch
@@ -98,6 +101,21 @@ func (t *touched) add(s *fsmpb.Session, needsRunner bool) {
 	}
 	t.index[s.SessionId] = len(t.list)
 	t.list = append(t.list, ch)
+}
+
+// runnerNode is the node whose runner s waits for (SessionChange.Node).
+func runnerNode(s *fsmpb.Session) string {
+	m := s.Move
+	if !MoveOpen(m) {
+		return s.GetPlacement().GetNode()
+	}
+	switch m.State {
+	case MoveSafePointRequested:
+		return s.GetPlacement().GetNode() // the source's checkpoint
+	case MoveAdmitted:
+		return m.Admitted.GetNode() // the destination's restore
+	}
+	return "" // the controller's admission or cutover
 }
 
 // runnersOwnWrite: commands a session's runner makes for itself (its

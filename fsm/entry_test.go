@@ -28,19 +28,39 @@ func TestChangedClosesAfterApply(t *testing.T) {
 		t.Fatal("Changed channel still open after ApplyBatch")
 	}
 
-	// A watcher re-arms on the new channel and sees the next batch too,
-	// even one that only carries a configuration change.
-	next := h.f.Changed()
+	// A batch that applies no command — a configuration change, the empty
+	// entry of a new leader or a commit nudge — changes no state: Changed
+	// stays open, Applied (for waiters on the applied index) closes.
+	next, applied := h.f.Changed(), h.f.Applied()
 	select {
 	case <-next:
 		t.Fatal("new Changed channel is already closed")
 	default:
 	}
-	h.f.ApplyBatch([]*raft.Log{h.rawEntry(raft.LogConfiguration, nil)})
+	empty, err := EncodeBatch(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.f.ApplyBatch([]*raft.Log{h.rawEntry(raft.LogConfiguration, nil), h.rawEntry(raft.LogCommand, empty)})
+	select {
+	case <-next:
+		t.Fatal("Changed closed by a batch that applied no command")
+	default:
+	}
+	select {
+	case <-applied:
+	default:
+		t.Fatal("Applied still open after a batch")
+	}
+	if h.f.AppliedIndex() != h.index {
+		t.Fatalf("applied index %d, want %d", h.f.AppliedIndex(), h.index)
+	}
+	// The next command closes Changed.
+	h.f.ApplyBatch([]*raft.Log{h.entry(appendEv("s1", ev("note", "y")))})
 	select {
 	case <-next:
 	default:
-		t.Fatal("Changed channel still open after a configuration entry")
+		t.Fatal("Changed channel still open after a command")
 	}
 
 	// An empty batch is not a change.

@@ -43,8 +43,9 @@ type FSM struct {
 	// which whoever caches what it read (the runner's runtimes) must drop.
 	restores atomic.Uint64
 
-	notifyMu sync.Mutex
-	notify   chan struct{}
+	notifyMu      sync.Mutex
+	notify        chan struct{}
+	appliedNotify chan struct{}
 
 	changes changeFeed
 }
@@ -66,7 +67,7 @@ func Open(dir string, logger hclog.Logger) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FSM{logger: logger, path: path, db: db, notify: make(chan struct{})}, nil
+	return &FSM{logger: logger, path: path, db: db, notify: make(chan struct{}), appliedNotify: make(chan struct{})}, nil
 }
 
 // Close releases the database.
@@ -79,18 +80,34 @@ func (f *FSM) Close() error {
 // AppliedIndex is the index of the last Raft log entry applied.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 
-// Changed returns a channel closed at the next applied batch or restore.
-// Watchers wait on it, then re-read from the database.
+// Changed returns a channel closed at the next applied batch that applied
+// a command, or restore. Watchers wait on it, then re-read from the
+// database. (A batch of only empty entries — a new leader's barrier, a
+// commit nudge — changes no state and does not close it.)
 func (f *FSM) Changed() <-chan struct{} {
 	f.notifyMu.Lock()
 	defer f.notifyMu.Unlock()
 	return f.notify
 }
 
-func (f *FSM) broadcast() {
+// Applied returns a channel closed at the next applied batch of any kind,
+// or restore: for waiters on AppliedIndex.
+func (f *FSM) Applied() <-chan struct{} {
 	f.notifyMu.Lock()
-	close(f.notify)
-	f.notify = make(chan struct{})
+	defer f.notifyMu.Unlock()
+	return f.appliedNotify
+}
+
+// broadcast wakes the waiters on Applied and, when state changed, on
+// Changed.
+func (f *FSM) broadcast(changed bool) {
+	f.notifyMu.Lock()
+	close(f.appliedNotify)
+	f.appliedNotify = make(chan struct{})
+	if changed {
+		close(f.notify)
+		f.notify = make(chan struct{})
+	}
 	f.notifyMu.Unlock()
 }
 
@@ -110,6 +127,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var written []SessionChange
+	commands := false
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		a := newApplier(tx)
 		defer func() { written = a.touched.list }()
@@ -117,7 +135,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if l.Type != raft.LogCommand {
 				continue
 			}
-			out[i] = a.applyEntry(l.Data)
+			rs := a.applyEntry(l.Data)
+			out[i] = rs
+			commands = commands || len(rs) > 0
 		}
 		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(logs[len(logs)-1].Index))
 	})
@@ -130,7 +150,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.applied.Store(logs[len(logs)-1].Index)
 	f.changes.publish(written)
-	f.broadcast()
+	f.broadcast(commands)
 	return out
 }
 

@@ -88,7 +88,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer func() {
 		f.mu.Unlock()
-		f.broadcast()
+		f.broadcast(true)
 	}()
 	if err := f.db.Close(); err != nil {
 		return fmt.Errorf("restore: close old db: %w", err)

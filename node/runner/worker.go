@@ -44,21 +44,24 @@ func (r *Runner) work(id string, h *host, view *fsmpb.Session) {
 // to decide on: only this worker writes the epoch's turns, the FSM fences
 // every write (epoch, turn order, move state) and runTurn re-reads when
 // its turn.started was not the next write after what it read. What is not
-// safe is a replica behind writes of this session's runner that this
-// worker does not know of — a previous process's before a restart — which
-// could make a turn that process started look like one long finished: so
-// a pass takes a read barrier first, to decide on state at least as new
-// as the cluster's, when this host has no write of its own to wait for,
-// and after a fenced write.
+// safe is closing a turn found open on a replica behind writes of this
+// session's runner that this worker does not know of — a previous
+// process's before a restart — where the turn that process started may
+// look like one long finished: so before closing an orphaned turn when
+// this host has no write of its own to wait for, and after a fenced
+// write, a pass takes a read barrier, to decide on state at least as new
+// as the cluster's.
 //
 // view, when not nil, is the session as a runner hint rebuilt it, one
 // event ahead of the replica: the first pass decides on it unless the
 // replica has caught up or moved on meanwhile.
 func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 	ctx := r.ctx
-	fenced := 0
+	fenced, needFresh := 0, false
 	for {
-		if fenced > 0 || h.lastWritten() == 0 {
+		fresh := fenced > 0 || needFresh
+		needFresh = false
+		if fresh {
 			if err := r.barrier(ctx, id); err != nil {
 				return err
 			}
@@ -89,6 +92,9 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			err = r.restore(ctx, s)
 		case !ours:
 			return nil
+		case s.TurnInputSeq != 0 && !fresh && h.lastWritten() == 0:
+			needFresh = true // see above: read the cluster's state first
+			continue
 		case s.TurnInputSeq != 0:
 			// Not ours to finish: this worker never leaves a pass with its
 			// own turn open, so the turn belongs to a runner that died or
