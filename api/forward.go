@@ -148,7 +148,7 @@ func write[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[R
 	convert func(*fsmpb.Result) *Resp,
 	forward func(context.Context, *peerClients, *connect.Request[Req]) (*connect.Response[Resp], error),
 ) (*connect.Response[Resp], error) {
-	resp, err := leaderCall(ctx, s, req.Header(),
+	return onLeader(ctx, s, req,
 		func(ctx context.Context) (*Resp, error) {
 			if sessionID != "" {
 				if err := s.requireSession(sessionID); err != nil {
@@ -161,6 +161,16 @@ func write[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[R
 			}
 			return convert(res), nil
 		},
+		forward)
+}
+
+// onLeader serves an RPC on the ready leader with local, or, on any other
+// node, forwards the same request there through forward.
+func onLeader[Req, Resp any](ctx context.Context, s *Server, req *connect.Request[Req],
+	local func(context.Context) (*Resp, error),
+	forward func(context.Context, *peerClients, *connect.Request[Req]) (*connect.Response[Resp], error),
+) (*connect.Response[Resp], error) {
+	resp, err := leaderCall(ctx, s, req.Header(), local,
 		func(ctx context.Context, p *peerClients) (*Resp, error) {
 			fwd := connect.NewRequest(req.Msg)
 			s.forwardHeaders(fwd.Header(), req.Header())

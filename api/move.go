@@ -67,7 +67,7 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 	target := &fsmpb.Placement{
 		Node: m.ToNode, Model: m.Model, Provider: m.Provider, RuntimeAdapter: m.RuntimeAdapter, AccountRef: m.AccountRef,
 	}
-	resp, err := leaderCall(ctx, h.s, req.Header(),
+	return onLeader(ctx, h.s, req,
 		func(ctx context.Context) (*fakv1.MoveSessionResponse, error) {
 			if err := h.s.requireSession(m.SessionId); err != nil {
 				return nil, err
@@ -88,20 +88,10 @@ func (h *sessionHandler) MoveSession(ctx context.Context, req *connect.Request[f
 			s := res.GetSession()
 			return &fakv1.MoveSessionResponse{Move: moveToAPI(s.GetSessionId(), s.GetMove())}, nil
 		},
-		func(ctx context.Context, p *peerClients) (*fakv1.MoveSessionResponse, error) {
-			fwd := connect.NewRequest(m)
-			h.s.forwardHeaders(fwd.Header(), req.Header())
-			fwd.Header().Set(headerMoveID, moveID)
-			r, err := p.session.MoveSession(ctx, fwd)
-			if err != nil {
-				return nil, err
-			}
-			return r.Msg, nil
+		func(ctx context.Context, p *peerClients, fwd *connect.Request[fakv1.MoveSessionRequest]) (*connect.Response[fakv1.MoveSessionResponse], error) {
+			fwd.Header().Set(headerMoveID, moveID) // the id this node drew
+			return p.session.MoveSession(ctx, fwd)
 		})
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(resp), nil
 }
 
 // moveCause is the cause of an operator's move of a session: recovery
@@ -245,7 +235,7 @@ func (h *nodeHandler) DrainStatus(ctx context.Context, req *connect.Request[fakv
 	if m.Node == "" || len(m.Node) > fsm.MaxPlacementFieldBytes {
 		return nil, invalidArgument("node must be 1-%d bytes", fsm.MaxPlacementFieldBytes)
 	}
-	resp, err := leaderCall(ctx, h.s, req.Header(),
+	return onLeader(ctx, h.s, req,
 		func(context.Context) (*fakv1.DrainStatusResponse, error) {
 			out := &fakv1.DrainStatusResponse{}
 			if h.s.cfg.Blocked != nil {
@@ -255,19 +245,9 @@ func (h *nodeHandler) DrainStatus(ctx context.Context, req *connect.Request[fakv
 			}
 			return out, nil
 		},
-		func(ctx context.Context, p *peerClients) (*fakv1.DrainStatusResponse, error) {
-			fwd := connect.NewRequest(m)
-			h.s.forwardHeaders(fwd.Header(), req.Header())
-			r, err := p.node.DrainStatus(ctx, fwd)
-			if err != nil {
-				return nil, err
-			}
-			return r.Msg, nil
+		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.DrainStatusRequest]) (*connect.Response[fakv1.DrainStatusResponse], error) {
+			return p.node.DrainStatus(ctx, r)
 		})
-	if err != nil {
-		return nil, toConnectError(err)
-	}
-	return connect.NewResponse(resp), nil
 }
 
 func (h *nodeHandler) DrainNode(ctx context.Context, req *connect.Request[fakv1.DrainNodeRequest]) (*connect.Response[fakv1.DrainNodeResponse], error) {
