@@ -104,9 +104,7 @@ func (h *clusterHandler) Leave(ctx context.Context, req *connect.Request[fakv1.L
 }
 
 func (h *clusterHandler) ReadIndex(ctx context.Context, req *connect.Request[fakv1.ReadIndexRequest]) (*connect.Response[fakv1.ReadIndexResponse], error) {
-	// The caller is another node (or a client) waiting for its own
-	// replica to apply the index.
-	idx, err := h.s.cluster.ReadIndexForPeer(ctx)
+	idx, err := h.s.cluster.ReadIndexForPeer(ctx, req.Msg.AppliedIndex)
 	if err != nil {
 		return nil, toConnectError(err)
 	}

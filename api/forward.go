@@ -214,7 +214,7 @@ func (s *Server) readBarrier(ctx context.Context, hdr http.Header, c fakv1.ReadC
 	idx, err := leaderCall(ctx, s, hdr,
 		func(ctx context.Context) (uint64, error) { return s.cluster.ReadIndex(ctx) },
 		func(ctx context.Context, p *peerClients) (uint64, error) {
-			req := connect.NewRequest(&fakv1.ReadIndexRequest{})
+			req := connect.NewRequest(&fakv1.ReadIndexRequest{AppliedIndex: s.fsm.AppliedIndex()})
 			s.forwardHeaders(req.Header(), hdr)
 			resp, err := p.cluster.ReadIndex(ctx, req)
 			if err != nil {

@@ -613,7 +613,12 @@ func (*LeaveResponse) Descriptor() ([]byte, []int) {
 }
 
 type ReadIndexRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's applied index, when the caller is a node that will wait
+	// for its replica to reach the read index: a leader that hands out an
+	// index above it nudges the followers (an empty entry) so they learn the
+	// commit at once. 0: no nudge.
+	AppliedIndex  uint64 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -646,6 +651,13 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
 	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReadIndexRequest) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
 }
 
 type ReadIndexResponse struct {
@@ -1204,8 +1216,9 @@ const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\x0eStatusResponse\x12(\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x12.fak.v1.NodeStatusR\x05nodes\"\x0e\n" +
 	"\fLeaveRequest\"\x0f\n" +
-	"\rLeaveResponse\"\x12\n" +
-	"\x10ReadIndexRequest\")\n" +
+	"\rLeaveResponse\"7\n" +
+	"\x10ReadIndexRequest\x12#\n" +
+	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\xb1\x01\n" +
 	"\x0fOverviewRequest\x129\n" +
