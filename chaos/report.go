@@ -237,22 +237,15 @@ func (r *Report) turnsLine() string {
 	return line
 }
 
-// answersLine is the verdict on what the model turns said.
+// answersLine is the verdict on what the model turns said, in the shape
+// of every checker's summary.
 func (r *Report) answersLine() string {
 	v := r.Model.AnswerViolations
+	counts := fmt.Sprintf("%d completed model turns", r.Model.Answers)
 	if len(v) == 0 {
-		return fmt.Sprintf("answers: OK: %d completed model turns each said exactly the model's reply to their own input", r.Model.Answers)
+		counts += " each said exactly the model's reply to their own input"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "answers: VIOLATED (%d): of %d completed model turns", len(v), r.Model.Answers)
-	for i, s := range v {
-		if i == 5 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(v)-5)
-			break
-		}
-		b.WriteString("\n  " + s)
-	}
-	return b.String()
+	return checker.Summarize("answers", v, counts)
 }
 
 func (r *Report) write(dir string) error {

@@ -93,5 +93,5 @@ func Boundaries(launches map[string]LaunchLineage) BoundaryResult {
 
 // Summary is one line, plus the first violations.
 func (r BoundaryResult) Summary() string {
-	return summarize("boundaries", r.Violations, fmt.Sprintf("%d launch(es), %d acknowledged clears (each delivered 3× concurrently), %d sessions", r.Launches, r.Clears, r.Sessions))
+	return Summarize("boundaries", r.Violations, fmt.Sprintf("%d launch(es), %d acknowledged clears (each delivered 3× concurrently), %d sessions", r.Launches, r.Clears, r.Sessions))
 }

@@ -107,5 +107,5 @@ func Epochs(journals map[string][]JournalEvent) EpochResult {
 
 // Summary is one line, plus the first violations.
 func (r EpochResult) Summary() string {
-	return summarize("epochs", r.Violations, fmt.Sprintf("%d session(s), %d moves cut over, %d failed, %d turns", r.Sessions, r.Moves, r.Failed, r.Turns))
+	return Summarize("epochs", r.Violations, fmt.Sprintf("%d session(s), %d moves cut over, %d failed, %d turns", r.Sessions, r.Moves, r.Failed, r.Turns))
 }

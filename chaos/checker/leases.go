@@ -116,5 +116,5 @@ func Leases(journals map[string][]LeaseEvent, acts []ActRecord) LeaseResult {
 
 // Summary is one line, plus the first violations.
 func (r LeaseResult) Summary() string {
-	return summarize("leases", r.Violations, fmt.Sprintf("%d session(s), %d takes (%d steals), %d releases, %d inputs; acts %d acknowledged, %d refused", r.Sessions, r.Takes, r.Steals, r.Releases, r.Inputs, r.ActsOK, r.ActsFailed))
+	return Summarize("leases", r.Violations, fmt.Sprintf("%d session(s), %d takes (%d steals), %d releases, %d inputs; acts %d acknowledged, %d refused", r.Sessions, r.Takes, r.Steals, r.Releases, r.Inputs, r.ActsOK, r.ActsFailed))
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// summarize renders a checker's one-line verdict followed by its first five
+// Summarize renders a checker's one-line verdict followed by its first five
 // violations, the shape every checker's Summary shares.
-func summarize(name string, violations []string, counts string) string {
+func Summarize(name string, violations []string, counts string) string {
 	var b strings.Builder
 	verdict := "OK"
 	if len(violations) > 0 {

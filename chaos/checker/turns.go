@@ -104,5 +104,5 @@ func Turns(journals map[string][]JournalEvent) TurnResult {
 
 // Summary is one line, plus the first violations.
 func (r TurnResult) Summary() string {
-	return summarize("turns", r.Violations, fmt.Sprintf("%d session(s), %d inputs, %d answered, %d interrupted", r.Sessions, r.Inputs, r.Answered, r.Interrupted))
+	return Summarize("turns", r.Violations, fmt.Sprintf("%d session(s), %d inputs, %d answered, %d interrupted", r.Sessions, r.Inputs, r.Answered, r.Interrupted))
 }
