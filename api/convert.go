@@ -27,7 +27,7 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		TurnsCompleted:  s.TurnsCompleted,
 		AttachmentCount: s.Attachments,
 		EnvelopeId:      s.EnvelopeId, ContextCap: s.ContextCap, ContextUsed: s.ContextUsed,
-		Provider: s.Provider, ProviderSessionId: s.ProviderSessionId,
+		Provider: s.Provider, ProviderSessionId: s.ProviderSessionId, ProviderThread: s.ProviderThread,
 		ParentSession: s.ParentSession, ForkAddress: s.ForkAddress, BoundarySource: s.BoundarySource,
 		ResetSeq: s.ResetSeq,
 		Move:     moveToAPI(s.SessionId, s.Move), MovesCompleted: s.MovesCompleted,
@@ -40,9 +40,11 @@ func placementToAPI(p *fsmpb.Placement) *fakv1.Placement {
 		return nil
 	}
 	return &fakv1.Placement{RuntimeAdapter: p.RuntimeAdapter, Provider: p.Provider, AccountRef: p.AccountRef, Model: p.Model, Node: p.Node,
-		LaunchId: p.LaunchId, Host: p.Host}
+		LaunchId: p.LaunchId, Host: p.Host, Approvals: p.Approvals}
 }
 
+// placementFromAPI takes what a caller may choose: approvals are stamped
+// by the FSM from the node records.
 func placementFromAPI(p *fakv1.Placement) *fsmpb.Placement {
 	if p == nil {
 		return &fsmpb.Placement{}

@@ -46,6 +46,7 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	// (or the fleet's) decides, not the request's form.
 	fsm.ReasonNoTurnRunning:   connect.CodeFailedPrecondition,
 	fsm.ReasonExternalRuntime: connect.CodeFailedPrecondition,
+	fsm.ReasonRuntimeDecides:  connect.CodeFailedPrecondition,
 	fsm.ReasonNoSuchRuntime:   connect.CodeFailedPrecondition,
 	fsm.ReasonNotAdmitted:     connect.CodeFailedPrecondition,
 }

@@ -162,7 +162,7 @@ func (h *sessionHandler) GetLineage(ctx context.Context, req *connect.Request[fa
 // BudgetToAPI is the API form of an FSM budget (nil: a zero budget).
 func BudgetToAPI(x *fsmpb.Budget) *fakv1.Budget {
 	return &fakv1.Budget{Turns: x.GetTurns(), OutputTokens: x.GetOutputTokens(), Queries: x.GetQueries(),
-		SpendMicros: x.GetSpendMicros(), ToolCalls: x.GetToolCalls()}
+		SpendMicros: x.GetSpendMicros(), ToolCalls: x.GetToolCalls(), InputTokens: x.GetInputTokens()}
 }
 
 // envelopeToAPI adds what a client needs to act on: remaining per axis and
@@ -183,7 +183,7 @@ func envelopeToAPI(e *fsmpb.Envelope) *fakv1.Envelope {
 		EnvelopeId: e.EnvelopeId, Limits: b(l), Used: b(u),
 		Remaining: &fakv1.Budget{Turns: rem(l.GetTurns(), u.GetTurns()), OutputTokens: rem(l.GetOutputTokens(), u.GetOutputTokens()),
 			Queries: rem(l.GetQueries(), u.GetQueries()), SpendMicros: rem(l.GetSpendMicros(), u.GetSpendMicros()),
-			ToolCalls: rem(l.GetToolCalls(), u.GetToolCalls())},
+			ToolCalls: rem(l.GetToolCalls(), u.GetToolCalls()), InputTokens: rem(l.GetInputTokens(), u.GetInputTokens())},
 		CreatedUnixNano: e.CreatedUnixNano, ElapsedMs: time.Since(time.Unix(0, e.CreatedUnixNano)).Milliseconds(),
 		Priority: e.Priority, Pace: e.Pace, QaEnvelope: e.QaEnvelope, Sessions: e.Sessions, Refusals: e.Refusals,
 	}
@@ -207,7 +207,7 @@ func policyFromAPI(p *fakv1.Policy, def *fakv1.Policy) *fsmpb.Policy {
 		Limits: &fsmpb.Budget{
 			Turns: pick(l.GetTurns(), dl.GetTurns()), OutputTokens: pick(l.GetOutputTokens(), dl.GetOutputTokens()),
 			Queries: pick(l.GetQueries(), dl.GetQueries()), SpendMicros: pick(l.GetSpendMicros(), dl.GetSpendMicros()),
-			ToolCalls: pick(l.GetToolCalls(), dl.GetToolCalls()),
+			ToolCalls: pick(l.GetToolCalls(), dl.GetToolCalls()), InputTokens: pick(l.GetInputTokens(), dl.GetInputTokens()),
 		},
 		ContextCap: pick(p.GetContextCap(), def.GetContextCap()),
 		Priority:   pickS(p.GetPriority(), def.GetPriority()), Pace: pickS(p.GetPace(), def.GetPace()),

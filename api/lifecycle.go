@@ -122,7 +122,7 @@ func (h *lifecycleHandler) RecordUsage(ctx context.Context, req *connect.Request
 	}
 	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RecordUsage{RecordUsage: &fsmpb.RecordUsage{
 		SessionId: m.SessionId, LaunchId: m.LaunchId, ContextTokens: m.ContextTokens,
-		Usage: budgetFromAPI(m.GetUsage()),
+		Usage: budgetFromAPI(m.GetUsage()), Incurred: m.Incurred,
 	}}}
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command { return cmd },
@@ -170,5 +170,5 @@ func (h *lifecycleHandler) DescribeLaunch(ctx context.Context, req *connect.Requ
 // budgetFromAPI is the FSM's form of an API budget (nil: zero usage).
 func budgetFromAPI(u *fakv1.Budget) *fsmpb.Budget {
 	return &fsmpb.Budget{Turns: u.GetTurns(), OutputTokens: u.GetOutputTokens(), Queries: u.GetQueries(),
-		SpendMicros: u.GetSpendMicros(), ToolCalls: u.GetToolCalls()}
+		SpendMicros: u.GetSpendMicros(), ToolCalls: u.GetToolCalls(), InputTokens: u.GetInputTokens()}
 }

@@ -40,6 +40,9 @@ func (h *runnerHandler) AppendRunnerEvents(ctx context.Context, req *connect.Req
 			if m.Usage != nil {
 				ra.Usage = budgetFromAPI(m.Usage)
 			}
+			if m.BindingProvider != "" || m.BindingThreadId != "" {
+				ra.Binding = &fsmpb.ProviderBinding{Provider: m.BindingProvider, ThreadId: m.BindingThreadId}
+			}
 			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RunnerAppend{RunnerAppend: ra}}
 		},
 		func(res *fsmpb.Result) *fakv1.AppendRunnerEventsResponse {

@@ -58,6 +58,7 @@ func overLimit(limits, used, add *fsmpb.Budget) string {
 		{"queries", limits.GetQueries(), used.GetQueries(), add.GetQueries()},
 		{"spend_micros", limits.GetSpendMicros(), used.GetSpendMicros(), add.GetSpendMicros()},
 		{"tool_calls", limits.GetToolCalls(), used.GetToolCalls(), add.GetToolCalls()},
+		{"input_tokens", limits.GetInputTokens(), used.GetInputTokens(), add.GetInputTokens()},
 	}
 	for _, x := range axes {
 		if x.limit > 0 && x.used+x.plus > x.limit {
@@ -73,6 +74,7 @@ func addBudget(used, add *fsmpb.Budget) {
 	used.Queries += add.GetQueries()
 	used.SpendMicros += add.GetSpendMicros()
 	used.ToolCalls += add.GetToolCalls()
+	used.InputTokens += add.GetInputTokens()
 }
 
 // recordUsage charges one model request. A charge that would pass a hard
@@ -101,7 +103,11 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if usage == nil {
 		usage = &fsmpb.Budget{}
 	}
-	env, err := a.charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
+	charge := a.charge
+	if cmd.Incurred {
+		charge = a.chargeIncurred
+	}
+	env, err := charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	a.putSession(s)
 	if err != nil {
 		return nil, err
@@ -137,4 +143,45 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 	s.ContextUsed += contextTokens
 	a.putEvents(newEvent(s, c, KindBudgetCharged, "", fact(f)))
 	return env, nil
+}
+
+// chargeIncurred charges usage that already happened (a model call a
+// gateway passed and the upstream answered): it is counted even when it
+// passes a limit, because refusing it would hide real spend. Passing a
+// limit journals the exhaustion next to the charge; the next admission
+// (Exhausted) refuses.
+func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch string) (*fsmpb.Envelope, *Error) {
+	env := a.loadEnvelope(s.EnvelopeId)
+	if env == nil {
+		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
+	}
+	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch, Incurred: true}
+	over := overLimit(env.Limits, env.Used, usage)
+	addBudget(env.Used, usage)
+	env.LastChargeUnixNano = c.TimeUnixNano
+	a.putEnvelope(env)
+	s.ContextUsed += contextTokens
+	s.UpdatedUnixNano = c.TimeUnixNano
+	events := []*fsmpb.Event{newEvent(s, c, KindBudgetCharged, "", fact(f))}
+	if over != "" {
+		f.Exhausted = over
+		events = append(events, newEvent(s, c, KindBudgetExhausted, over+" exhausted by usage already incurred", fact(f)))
+	}
+	a.putEvents(events...)
+	return env, nil
+}
+
+// Exhausted names the first axis of env that is used up (used >= a
+// non-zero limit), or the context axis of s, or "": a gateway refuses a
+// model call on an exhausted envelope before it reaches the upstream.
+func Exhausted(env *fsmpb.Envelope, s *fsmpb.Session) string {
+	// One more of everything passes a limit exactly when it is used up.
+	one := &fsmpb.Budget{Turns: 1, OutputTokens: 1, Queries: 1, SpendMicros: 1, ToolCalls: 1, InputTokens: 1}
+	if axis := overLimit(env.GetLimits(), env.GetUsed(), one); axis != "" {
+		return axis
+	}
+	if s.GetContextCap() > 0 && s.GetContextUsed() >= s.GetContextCap() {
+		return "context_tokens"
+	}
+	return ""
 }

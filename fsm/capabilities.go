@@ -20,7 +20,9 @@ import (
 // CapabilityVersion is bumped when controls are added or change meaning.
 // 4: turn.interrupt; EXTERNAL_RUNTIME; PERMISSION_DENIED by the caller's
 // role; approval.answer is SESSION_STOPPED on a stopped session.
-const CapabilityVersion = 4
+// 5: approval.answer is RUNTIME_DECIDES on a runtime that decides
+// approvals by its own policy.
+const CapabilityVersion = 5
 
 // Control names, as clients see them in the capability set.
 const (
@@ -235,6 +237,10 @@ func sessionCapabilities(s *fsmpb.Session, at *fsmpb.Attachment, now int64) map[
 		cs[ControlApprovalAnswer] = notAttached
 	case !active:
 		cs[ControlApprovalAnswer] = stopped
+	case s.Placement.GetApprovals() != "":
+		// The runtime decides by its own policy: no client is ever asked.
+		cs[ControlApprovalAnswer] = off(ReasonRuntimeDecides, "runtime "+s.Placement.GetRuntimeAdapter()+
+			" decides approvals itself ("+s.Placement.GetApprovals()+"); fak does not offer them", "")
 	case s.PendingApprovalSeq != 0 && (s.Approval == nil || !s.Approval.Answered):
 		cs[ControlApprovalAnswer] = on
 	default:

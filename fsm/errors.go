@@ -33,6 +33,9 @@ const (
 	// guarded launch): the fleet can neither send it input, interrupt it
 	// nor move it.
 	ReasonExternalRuntime Reason = "EXTERNAL_RUNTIME"
+	// The session's runtime decides tool approvals by its own policy (a
+	// codex sandbox level, a gemini approval mode): fak asks no client.
+	ReasonRuntimeDecides Reason = "RUNTIME_DECIDES"
 	// A placement names a runtime no node of the fleet advertises, or one
 	// the named node lacks: nothing could ever run the session.
 	ReasonNoSuchRuntime Reason = "NO_SUCH_RUNTIME"

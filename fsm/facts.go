@@ -137,8 +137,10 @@ type providerFact struct {
 	Source            string          `json:"source,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
 	ProviderSessionID string          `json:"provider_session_id,omitempty"`
-	Launch            string          `json:"launch"`
+	Launch            string          `json:"launch,omitempty"`
 	Metadata          json.RawMessage `json:"metadata,omitempty"`
+	// Epoch: a provider runtime's binding, the epoch whose turn bound it.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // metadataFact keeps hook metadata that is valid JSON verbatim (the guard
@@ -158,6 +160,7 @@ type chargeFact struct {
 	Envelope      string      `json:"envelope"`
 	Exhausted     string      `json:"exhausted,omitempty"`
 	ViaLaunch     string      `json:"via_launch,omitempty"`
+	Incurred      bool        `json:"incurred,omitempty"`
 }
 
 // budgetFact is the usage of one charge.
@@ -167,11 +170,12 @@ type budgetFact struct {
 	Queries      uint64 `json:"queries,omitempty"`
 	SpendMicros  uint64 `json:"spend_micros,omitempty"`
 	ToolCalls    uint64 `json:"tool_calls,omitempty"`
+	InputTokens  uint64 `json:"input_tokens,omitempty"`
 }
 
 func budgetFactOf(b *fsmpb.Budget) *budgetFact {
 	return &budgetFact{Turns: b.GetTurns(), OutputTokens: b.GetOutputTokens(), Queries: b.GetQueries(),
-		SpendMicros: b.GetSpendMicros(), ToolCalls: b.GetToolCalls()}
+		SpendMicros: b.GetSpendMicros(), ToolCalls: b.GetToolCalls(), InputTokens: b.GetInputTokens()}
 }
 
 // moveFact is the data of every move.* event: the move's id and state, and

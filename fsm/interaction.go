@@ -127,6 +127,10 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	if err := activeSession(s); err != nil {
 		return nil, err
 	}
+	if b := cmd.Binding; b != nil && (b.Provider == "" || b.ThreadId == "" ||
+		len(b.Provider) > MaxPlacementFieldBytes || len(b.ThreadId) > MaxSessionIDBytes) {
+		return nil, errorf(ReasonInvalidArgument, "a provider binding needs a provider (1-%d bytes) and a thread id (1-%d bytes)", MaxPlacementFieldBytes, MaxSessionIDBytes)
+	}
 	first := s.HeadSeq + 1
 	res := &fsmpb.AppendResult{SessionId: s.SessionId, FirstSeq: first}
 	if cmd.ChargeTurn {
@@ -140,7 +144,10 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 			return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: res}}, nil
 		}
 	}
-	events := make([]*fsmpb.Event, 0, len(cmd.Events))
+	events := make([]*fsmpb.Event, 0, len(cmd.Events)+1)
+	if ev := bindProviderThread(c, s, cmd.Binding); ev != nil {
+		events = append(events, ev)
+	}
 	for i, in := range cmd.Events {
 		inTurn := s.TurnInputSeq != 0
 		switch in.Kind {
@@ -195,6 +202,20 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 	a.putSession(s)
 	res.LastSeq = s.HeadSeq
 	return &fsmpb.Result{Body: &fsmpb.Result_Append{Append: res}}, nil
+}
+
+// bindProviderThread records the provider thread a runtime's turn ran on
+// as the session's provider binding, journaled (provider.bound) when it
+// changes it (the event it returns, nil when unchanged): the next turn, on
+// any node, resumes that thread.
+func bindProviderThread(c *fsmpb.Command, s *fsmpb.Session, b *fsmpb.ProviderBinding) *fsmpb.Event {
+	if b == nil || s.ProviderThread && s.Provider == b.Provider && s.ProviderSessionId == b.ThreadId {
+		return nil
+	}
+	s.Provider, s.ProviderSessionId, s.ProviderThread = b.Provider, b.ThreadId, true
+	return newEvent(s, c, KindProviderBound, b.Provider+" "+b.ThreadId, fact(providerFact{
+		Provider: b.Provider, Source: "runtime", ProviderSessionID: b.ThreadId, Epoch: s.Epoch,
+	}))
 }
 
 // canStartTurn checks that event i of a runner's write may start a turn:

@@ -54,6 +54,7 @@ func (a *applier) freshSession(c *fsmpb.Command, cmd *fsmpb.FreshSession) (*fsmp
 	pruned := s.ProviderCacheEntries
 	s.ProviderCacheEntries = 0
 	s.ProviderSessionId = cmd.ProviderSessionId
+	s.ProviderThread = false
 	bumpEpoch(s)
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (fresh)", fact(epochChangeFact{
@@ -86,6 +87,7 @@ func (a *applier) resetSession(c *fsmpb.Command, cmd *fsmpb.ResetSession) (*fsmp
 	s.PendingApprovalSeq = 0
 	s.ContextUsed = 0
 	s.ProviderSessionId = cmd.ProviderSessionId
+	s.ProviderThread = false
 	s.ProviderCacheEntries = 0
 	s.Resets++
 	s.UpdatedUnixNano = c.TimeUnixNano

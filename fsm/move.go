@@ -220,6 +220,7 @@ func (a *applier) moveAdmit(c *fsmpb.Command, cmd *fsmpb.MoveAdmit) (*fsmpb.Resu
 		return nil, errorf(ReasonInvalidArgument, "the move degrades the session (%v) and was not accepted", cmd.Degradation)
 	}
 	m := s.Move
+	a.stampApprovals(p)
 	m.Admitted, m.Checks, m.Degradation = p, cmd.Checks, cmd.Degradation
 	pf := placementFactOf(p)
 	a.transition(c, s, MoveAdmitted, KindMoveAdmitted, "destination "+p.Node+" admitted",
@@ -263,7 +264,12 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 	a.unstrandAtCutover(c, s)
 	s.Epoch = m.NewEpoch
 	s.Placement = proto.Clone(m.Admitted).(*fsmpb.Placement)
-	s.Provider = s.Placement.Provider
+	if p := s.Placement.Provider; !s.ProviderThread || p != "" && p != s.Provider {
+		// A runtime's provider thread moves with the session (the next
+		// turn resumes it on the destination); another provider starts
+		// its own.
+		s.Provider, s.ProviderThread = p, false
+	}
 	s.MovesCompleted++
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putEvents(newEvent(s, c, KindEpochChanged, epochText(s.Epoch, s.Placement)+" (move)", fact(epochChangeFact{

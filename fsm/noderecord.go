@@ -19,7 +19,7 @@ func (a *applier) registerNode(c *fsmpb.Command, cmd *fsmpb.RegisterNode) (*fsmp
 	if n == nil || n.Name == "" || len(n.Name) > MaxPlacementFieldBytes {
 		return nil, errorf(ReasonInvalidArgument, "a node record needs a name of 1-%d bytes", MaxPlacementFieldBytes)
 	}
-	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs} {
+	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs, n.RuntimeApprovals} {
 		if len(list) > 256 {
 			return nil, errorf(ReasonInvalidArgument, "node capability lists are limited to 256 entries")
 		}
@@ -132,6 +132,35 @@ func (a *applier) checkPlacement(p *fsmpb.Placement) *Error {
 	}
 	slices.Sort(fleet)
 	return errorf(ReasonNoSuchRuntime, "no node of the fleet has runtime %q (the fleet has %s)", rt, listOrNone(slices.Compact(fleet)))
+}
+
+// stampApprovals sets p.Approvals to the approval policy its runtime runs
+// by, as the node records advertise it: the placement's own node's, else
+// the first record's in key order that has the runtime (nodes share
+// runtime blocks). "" means fak's clients answer the runtime's approvals.
+func (a *applier) stampApprovals(p *fsmpb.Placement) {
+	p.Approvals = ""
+	if IsExternal(p) || p.GetRuntimeAdapter() == "" {
+		return
+	}
+	found := false
+	cur := a.nodes.Cursor()
+	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+		var n fsmpb.NodeRecord
+		if err := proto.Unmarshal(v, &n); err != nil {
+			panic("fsm: corrupt node record: " + err.Error())
+		}
+		if !slices.Contains(n.RuntimeAdapters, p.RuntimeAdapter) || found && n.Name != p.Node {
+			continue
+		}
+		found = true
+		p.Approvals = ""
+		for _, ra := range n.RuntimeApprovals {
+			if name, policy, ok := strings.Cut(ra, "="); ok && name == p.RuntimeAdapter {
+				p.Approvals = policy
+			}
+		}
+	}
 }
 
 // listOrNone is "a, b, c", or "none".

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -23,7 +24,7 @@ import (
 //
 //	at 30s                          the leader's time for the next commands (from 0s)
 //	create S [node= model= provider= adapter= account= launch= host=] [turns= output_tokens=
-//	       queries= spend= tool_calls= context=] [recover=manual]
+//	       queries= spend= tool_calls= input_tokens= context=] [recover=manual]
 //	stop S [reason=R]
 //	append S [expect=N]             input: one event a line, "kind text"
 //	attach S A [kind=terminal] [name=tty-A] [ttl=30s]   detach S A [reason=R]
@@ -32,11 +33,14 @@ import (
 //	input S A [epoch=N]             input: the text (epoch: the current one)
 //	interrupt S A [epoch=N]         the lease holder interrupts the running turn
 //	answer S A seq=N [approve] [note=W]
-//	runner S [epoch=N]              input: one event a line, "kind text"
-//	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= context=]
+//	runner S [epoch=N] [charge-turn] [usage turns= ...] [bind=PROVIDER/THREAD]
+//	                                input: one event a line, "kind text"
+//	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= input_tokens= context=] [incurred]
+//	exhausted S                     the axis a gateway's admission finds used up
 //	fresh|reset S id=P              clear S id=P [source=new] [reason=R] [provider=X]
 //	fork S as=F [at=N] [id=P]       bind-launch L S [provider=X] [host=H]    hook L SOURCE id=P
-//	register-node N [adapters=(echo,exec)]   a node record offering those runtimes
+//	register-node N [adapters=(echo,exec)] [approvals=(codex=POLICY)]
+//	                                a node record offering those runtimes
 //	move-request S M [to=N] [model=] [provider=] [adapter=] [cause=operator] [accept-degradation] [interrupt]
 //	move-checkpoint S M [epoch=N] [seq=N] [digest=bad]
 //	move-admit S M [node=N] [degradation=(...)]
@@ -111,7 +115,8 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 	}
 	budget := func() *fsmpb.Budget {
 		return &fsmpb.Budget{Turns: num("turns", 0), OutputTokens: num("output_tokens", 0),
-			Queries: num("queries", 0), SpendMicros: num("spend", 0), ToolCalls: num("tool_calls", 0)}
+			Queries: num("queries", 0), SpendMicros: num("spend", 0), ToolCalls: num("tool_calls", 0),
+			InputTokens: num("input_tokens", 0)}
 	}
 	cur := func() *fsmpb.Session { // the session named first, as it is now
 		s, err := h.f.Session(pos(0))
@@ -147,6 +152,12 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		}
 		return fmt.Sprintf("envelope %s: %d sessions, %d refusals\nlimits %s\nused   %s",
 			sc.name(e.EnvelopeId), e.Sessions, e.Refusals, budgetText(e.Limits), budgetText(e.Used))
+	case "exhausted":
+		e, err := h.f.Envelope(cur().EnvelopeId)
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return "exhausted: " + cmp.Or(Exhausted(e, cur()), "none")
 	case "create":
 		c = create(pos(0))
 		c.GetCreateSession().Placement = &fsmpb.Placement{RuntimeAdapter: val("adapter", ""), Provider: val("provider", ""),
@@ -187,12 +198,17 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		if td.HasArg("usage") {
 			ra.Usage = budget()
 		}
+		if b := val("bind", ""); b != "" {
+			provider, thread, _ := strings.Cut(b, "/")
+			ra.Binding = &fsmpb.ProviderBinding{Provider: provider, ThreadId: thread}
+		}
 	case "charge":
 		if l := val("launch", ""); l != "" {
 			c = launchUsage(l, budget(), num("context", 0))
 		} else {
 			c = recordUsage(pos(0), budget(), num("context", 0))
 		}
+		c.GetRecordUsage().Incurred = td.HasArg("incurred")
 	case "fresh":
 		c = fresh(pos(0), val("id", ""))
 	case "reset":
@@ -206,7 +222,8 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c.GetBindLaunch().Host = val("host", "laptop")
 	case "register-node":
 		adapters, _ := td.Arg("adapters")
-		c = registerNode(&fsmpb.NodeRecord{Name: p[0], RuntimeAdapters: adapters.Vals})
+		approvals, _ := td.Arg("approvals")
+		c = registerNode(&fsmpb.NodeRecord{Name: p[0], RuntimeAdapters: adapters.Vals, RuntimeApprovals: approvals.Vals})
 	case "drain":
 		c = setDraining(p[0], !td.HasArg("off"))
 	case "hook":
@@ -402,7 +419,7 @@ func placementText(p *fsmpb.Placement) string {
 	var out []string
 	for _, f := range [][2]string{{"adapter", p.GetRuntimeAdapter()}, {"provider", p.GetProvider()},
 		{"model", p.GetModel()}, {"account", p.GetAccountRef()}, {"node", p.GetNode()},
-		{"launch", p.GetLaunchId()}, {"host", p.GetHost()}} {
+		{"launch", p.GetLaunchId()}, {"host", p.GetHost()}, {"approvals", p.GetApprovals()}} {
 		if f[1] != "" {
 			out = append(out, f[0]+"="+f[1])
 		}
@@ -411,8 +428,12 @@ func placementText(p *fsmpb.Placement) string {
 }
 
 func budgetText(b *fsmpb.Budget) string {
-	return fmt.Sprintf("turns=%d output_tokens=%d queries=%d spend=%d tool_calls=%d",
+	out := fmt.Sprintf("turns=%d output_tokens=%d queries=%d spend=%d tool_calls=%d",
 		b.GetTurns(), b.GetOutputTokens(), b.GetQueries(), b.GetSpendMicros(), b.GetToolCalls())
+	if b.GetInputTokens() > 0 {
+		out += fmt.Sprintf(" input_tokens=%d", b.GetInputTokens())
+	}
+	return out
 }
 
 // session prints the state of s a rule depends on, one fact a line, zero
@@ -444,7 +465,8 @@ func (sc *scenario) session(s *fsmpb.Session) string {
 	add(s.ContextUsed > 0 || s.ContextCap > 0, "context: %d used of %d", s.ContextUsed, s.ContextCap)
 	add(s.EnvelopeId != s.SessionId, "envelope: %s", sc.name(s.EnvelopeId))
 	add(s.Provider != "", "provider: %s", s.Provider)
-	add(s.ProviderSessionId != "", "provider session: %s", s.ProviderSessionId)
+	add(s.ProviderSessionId != "" && !s.ProviderThread, "provider session: %s", s.ProviderSessionId)
+	add(s.ProviderThread, "provider thread: %s (the next turn resumes it)", s.ProviderSessionId)
 	add(s.ParentSession != "" && s.ForkAddress == 0, "parent: %s (%s)", sc.name(s.ParentSession), s.BoundarySource)
 	add(s.ForkAddress > 0, "parent: %s (%s at #%d)", sc.name(s.ParentSession), s.BoundarySource, s.ForkAddress)
 	add(s.Resets > 0, "resets: %d (last boundary #%d)", s.Resets, s.ResetSeq)

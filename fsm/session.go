@@ -86,6 +86,7 @@ func (a *applier) createSession(c *fsmpb.Command, cmd *fsmpb.CreateSession) (*fs
 	if err := a.checkPlacement(placement); err != nil {
 		return nil, err
 	}
+	a.stampApprovals(placement)
 	if err := validRecover(cmd.Policy.GetRecover()); err != nil {
 		return nil, err
 	}

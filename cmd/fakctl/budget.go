@@ -88,6 +88,7 @@ func budgetAxes(e *fakv1.Envelope) []budgetAxis {
 	count := formatUint
 	axes := []budgetAxis{
 		{name: "turns", limit: lim.GetTurns(), used: used.GetTurns(), rest: rem.GetTurns(), format: count},
+		{name: "input tokens", limit: lim.GetInputTokens(), used: used.GetInputTokens(), rest: rem.GetInputTokens(), format: count},
 		{name: "output tokens", limit: lim.GetOutputTokens(), used: used.GetOutputTokens(), rest: rem.GetOutputTokens(), format: count},
 		{name: "queries", limit: lim.GetQueries(), used: used.GetQueries(), rest: rem.GetQueries(), format: count},
 		{name: "spend", limit: lim.GetSpendMicros(), used: used.GetSpendMicros(), rest: rem.GetSpendMicros(), format: journal.FormatSpend},

@@ -252,6 +252,7 @@ func fleetBudget(b *fakv1.Budget) string {
 		}
 	}
 	add("turns", b.GetTurns(), formatUint)
+	add("input", b.GetInputTokens(), formatUint)
 	add("tokens", b.GetOutputTokens(), formatUint)
 	add("queries", b.GetQueries(), formatUint)
 	add("spend", b.GetSpendMicros(), journal.FormatSpend)

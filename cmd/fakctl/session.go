@@ -88,6 +88,7 @@ func policyFlags(fs *flag.FlagSet) func() *fakv1.Policy {
 	spend := &spendFlag{}
 	fs.Var(spend, "max-spend", "most the lineage may spend, a decimal `AMOUNT` of the account's currency (e.g. 12.50)")
 	tools := fs.Uint64("max-tool-calls", 0, "most tool `CALLS` the lineage may make")
+	input := fs.Uint64("max-input-tokens", 0, "most model input (prompt) `TOKENS` the lineage may be charged")
 	contextCap := fs.Uint64("context-cap", 0, "context window cap in `TOKENS` of each session (re-armed by reset, clear and new)")
 	priority := fs.String("priority", "", "scheduling `PRIORITY`, carried across boundaries")
 	pace := fs.String("pace", "", "`PACE` of the lineage, carried across boundaries")
@@ -96,7 +97,7 @@ func policyFlags(fs *flag.FlagSet) func() *fakv1.Policy {
 	return func() *fakv1.Policy {
 		p := &fakv1.Policy{
 			Limits: &fakv1.Budget{
-				Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools,
+				Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools, InputTokens: *input,
 			},
 			ContextCap: *contextCap, Priority: *priority, Pace: *pace, QaEnvelope: *qa, Recover: *recoverMode,
 		}

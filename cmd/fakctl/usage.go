@@ -23,6 +23,7 @@ func usageRecordCommand(fs *flag.FlagSet) runFunc {
 	spend := &spendFlag{}
 	fs.Var(spend, "spend", "`AMOUNT` spent, a decimal of the account's currency (e.g. 0.25)")
 	tools := fs.Uint64("tool-calls", 0, "tool `CALLS` to charge")
+	input := fs.Uint64("input-tokens", 0, "model input (prompt) `TOKENS` to charge")
 	contextTokens := fs.Uint64("context-tokens", 0, "`TOKENS` added to the session's context window")
 	requestID := fs.String("request-id", "", "idempotency `KEY`: a retry with the same key charges once")
 	return func(ctx context.Context, c *cli, _ []string) error {
@@ -33,7 +34,7 @@ func usageRecordCommand(fs *flag.FlagSet) runFunc {
 		defer cancel()
 		resp, err := c.lifecycleClient().RecordUsage(ctx, connect.NewRequest(&fakv1.RecordUsageRequest{
 			SessionId: *session, LaunchId: *launch, ContextTokens: *contextTokens, RequestId: *requestID,
-			Usage: &fakv1.Budget{Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools},
+			Usage: &fakv1.Budget{Turns: *turns, OutputTokens: *output, Queries: *queries, SpendMicros: spend.micros, ToolCalls: *tools, InputTokens: *input},
 		}))
 		if err != nil {
 			return err

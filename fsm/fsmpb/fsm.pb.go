@@ -869,8 +869,11 @@ type NodeRecord struct {
 	Capacity        uint32   `protobuf:"varint,9,opt,name=capacity,proto3" json:"capacity,omitempty"` // max sessions hosted; 0 = unlimited
 	Draining        bool     `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
 	UpdatedUnixNano int64    `protobuf:"varint,11,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Runtimes whose agent decides approvals itself, as "name=policy"
+	// (sorted by name): a placement on one is stamped with its policy.
+	RuntimeApprovals []string `protobuf:"bytes,12,rep,name=runtime_approvals,json=runtimeApprovals,proto3" json:"runtime_approvals,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -978,6 +981,13 @@ func (x *NodeRecord) GetUpdatedUnixNano() int64 {
 		return x.UpdatedUnixNano
 	}
 	return 0
+}
+
+func (x *NodeRecord) GetRuntimeApprovals() []string {
+	if x != nil {
+		return x.RuntimeApprovals
+	}
+	return nil
 }
 
 type Label struct {
@@ -1952,12 +1962,15 @@ func (x *CreateSession) GetPolicy() *Policy {
 
 // Budget counts what a lineage may spend (limits) or has spent (used).
 type Budget struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Turns         uint64                 `protobuf:"varint,1,opt,name=turns,proto3" json:"turns,omitempty"`
-	OutputTokens  uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	Queries       uint64                 `protobuf:"varint,3,opt,name=queries,proto3" json:"queries,omitempty"`
-	SpendMicros   uint64                 `protobuf:"varint,4,opt,name=spend_micros,json=spendMicros,proto3" json:"spend_micros,omitempty"` // spend in millionths of a currency unit
-	ToolCalls     uint64                 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Turns        uint64                 `protobuf:"varint,1,opt,name=turns,proto3" json:"turns,omitempty"`
+	OutputTokens uint64                 `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	Queries      uint64                 `protobuf:"varint,3,opt,name=queries,proto3" json:"queries,omitempty"`
+	SpendMicros  uint64                 `protobuf:"varint,4,opt,name=spend_micros,json=spendMicros,proto3" json:"spend_micros,omitempty"` // spend in millionths of a currency unit
+	ToolCalls    uint64                 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// Prompt tokens of model calls (cache reads and writes included), as a
+	// gateway or a runtime measured them.
+	InputTokens   uint64 `protobuf:"varint,6,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2023,6 +2036,13 @@ func (x *Budget) GetSpendMicros() uint64 {
 func (x *Budget) GetToolCalls() uint64 {
 	if x != nil {
 		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *Budget) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
 	}
 	return 0
 }
@@ -2241,6 +2261,10 @@ type RecordUsage struct {
 	LaunchId      string                 `protobuf:"bytes,2,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
 	Usage         *Budget                `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	ContextTokens uint64                 `protobuf:"varint,4,opt,name=context_tokens,json=contextTokens,proto3" json:"context_tokens,omitempty"` // tokens of context this request used
+	// The usage already happened (a gateway's model call that was
+	// answered): charged even past a limit, which is then exhausted and
+	// journaled, instead of refused with nothing charged.
+	Incurred      bool `protobuf:"varint,5,opt,name=incurred,proto3" json:"incurred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2301,6 +2325,13 @@ func (x *RecordUsage) GetContextTokens() uint64 {
 		return x.ContextTokens
 	}
 	return 0
+}
+
+func (x *RecordUsage) GetIncurred() bool {
+	if x != nil {
+		return x.Incurred
+	}
+	return false
 }
 
 // FreshSession rotates the provider-facing id (a new epoch binding) and
@@ -2976,8 +3007,13 @@ type Placement struct {
 	// The external runtime only (runtime_adapter "external", node empty):
 	// the guarded launch whose provider process serves the session, and the
 	// host it runs on.
-	LaunchId      string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
-	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	LaunchId string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Host     string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	// Who decides a tool call's approval: "" when the runtime asks fak (an
+	// approval.requested any attached client answers); otherwise the policy
+	// the runtime runs with ("codex sandbox workspace-write"), stamped from
+	// the node records at admission, and approval.answer is not offered.
+	Approvals     string `protobuf:"bytes,8,opt,name=approvals,proto3" json:"approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3057,6 +3093,13 @@ func (x *Placement) GetLaunchId() string {
 func (x *Placement) GetHost() string {
 	if x != nil {
 		return x.Host
+	}
+	return ""
+}
+
+func (x *Placement) GetApprovals() string {
+	if x != nil {
+		return x.Approvals
 	}
 	return ""
 }
@@ -3693,7 +3736,11 @@ type RunnerAppend struct {
 	// Charged to the envelope after the events (a finished turn's output
 	// tokens, a runtime's usage). A refusal is journaled (budget.exhausted)
 	// and does not fail the append (AppendResult.usage_refused).
-	Usage         *Budget `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Budget `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The provider thread the turn ran on (a provider runtime's resume id):
+	// bound on the session before the events, journaled (provider.bound)
+	// when it changes the session's binding.
+	Binding       *ProviderBinding `protobuf:"bytes,6,opt,name=binding,proto3" json:"binding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3763,6 +3810,67 @@ func (x *RunnerAppend) GetUsage() *Budget {
 	return nil
 }
 
+func (x *RunnerAppend) GetBinding() *ProviderBinding {
+	if x != nil {
+		return x.Binding
+	}
+	return nil
+}
+
+// ProviderBinding is a provider runtime's thread: claude's session uuid,
+// codex's thread id, gemini's session id.
+type ProviderBinding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	ThreadId      string                 `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderBinding) Reset() {
+	*x = ProviderBinding{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderBinding) ProtoMessage() {}
+
+func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderBinding.ProtoReflect.Descriptor instead.
+func (*ProviderBinding) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ProviderBinding) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *ProviderBinding) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
 type AppendEvents struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -3776,7 +3884,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3788,7 +3896,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3801,7 +3909,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -3836,7 +3944,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +3956,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +3969,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *EventInput) GetKind() string {
@@ -3895,7 +4003,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3907,7 +4015,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3920,7 +4028,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -3961,7 +4069,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3973,7 +4081,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3986,7 +4094,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Result) GetError() *Error {
@@ -4133,7 +4241,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4253,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4266,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Error) GetReason() string {
@@ -4198,7 +4306,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4318,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4331,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -4317,15 +4425,20 @@ type Session struct {
 	RecoverManual bool `protobuf:"varint,32,opt,name=recover_manual,json=recoverManual,proto3" json:"recover_manual,omitempty"`
 	// Stranded: its compute node (stranded_node) is dead and it waits for an
 	// operator's move. Cleared when the node is alive again or at a cutover.
-	Stranded      bool   `protobuf:"varint,33,opt,name=stranded,proto3" json:"stranded,omitempty"`
-	StrandedNode  string `protobuf:"bytes,34,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stranded     bool   `protobuf:"varint,33,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	StrandedNode string `protobuf:"bytes,34,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
+	// provider_session_id names a thread the provider holds, bound by a
+	// provider runtime after a turn: its next turn resumes it. False after
+	// fresh, reset, clear, new and fork (a leader-generated id the provider
+	// has never seen): the next turn starts a new thread.
+	ProviderThread bool `protobuf:"varint,35,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4337,7 +4450,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4350,7 +4463,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4591,6 +4704,13 @@ func (x *Session) GetStrandedNode() string {
 	return ""
 }
 
+func (x *Session) GetProviderThread() bool {
+	if x != nil {
+		return x.ProviderThread
+	}
+	return false
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
@@ -4604,7 +4724,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4616,7 +4736,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4629,7 +4749,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -4680,7 +4800,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4812,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4825,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -4761,7 +4881,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4773,7 +4893,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4786,7 +4906,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -4868,7 +4988,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +5000,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +5013,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Event) GetSessionId() string {
@@ -4957,7 +5077,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +5089,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +5102,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -5007,7 +5127,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5019,7 +5139,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5032,7 +5152,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Boundary) GetAction() string {
@@ -5127,7 +5247,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12*\n" +
-	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\xeb\x02\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\x98\x03\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
@@ -5141,7 +5261,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\bcapacity\x18\t \x01(\rR\bcapacity\x12\x1a\n" +
 	"\bdraining\x18\n" +
 	" \x01(\bR\bdraining\x12*\n" +
-	"\x11updated_unix_nano\x18\v \x01(\x03R\x0fupdatedUnixNano\"/\n" +
+	"\x11updated_unix_nano\x18\v \x01(\x03R\x0fupdatedUnixNano\x12+\n" +
+	"\x11runtime_approvals\x18\f \x03(\tR\x10runtimeApprovals\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\":\n" +
@@ -5223,14 +5344,15 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1c\n" +
 	"\tobjective\x18\x03 \x01(\tR\tobjective\x123\n" +
 	"\tplacement\x18\x04 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\x12*\n" +
-	"\x06policy\x18\x05 \x01(\v2\x12.fak.fsm.v1.PolicyR\x06policy\"\x9f\x01\n" +
+	"\x06policy\x18\x05 \x01(\v2\x12.fak.fsm.v1.PolicyR\x06policy\"\xc2\x01\n" +
 	"\x06Budget\x12\x14\n" +
 	"\x05turns\x18\x01 \x01(\x04R\x05turns\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x18\n" +
 	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
 	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xc0\x01\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\x12!\n" +
+	"\finput_tokens\x18\x06 \x01(\x04R\vinputTokens\"\xc0\x01\n" +
 	"\x06Policy\x12*\n" +
 	"\x06limits\x18\x01 \x01(\v2\x12.fak.fsm.v1.BudgetR\x06limits\x12\x1f\n" +
 	"\vcontext_cap\x18\x02 \x01(\x04R\n" +
@@ -5253,13 +5375,14 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"qaEnvelope\x12\x1a\n" +
 	"\bsessions\x18\t \x01(\rR\bsessions\x12\x1a\n" +
 	"\brefusals\x18\n" +
-	" \x01(\x04R\brefusals\"\x9a\x01\n" +
+	" \x01(\x04R\brefusals\"\xb6\x01\n" +
 	"\vRecordUsage\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tlaunch_id\x18\x02 \x01(\tR\blaunchId\x12(\n" +
 	"\x05usage\x18\x03 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x12%\n" +
-	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\"]\n" +
+	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\x12\x1a\n" +
+	"\bincurred\x18\x05 \x01(\bR\bincurred\"]\n" +
 	"\fFreshSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12.\n" +
@@ -5312,7 +5435,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x05child\x18\x02 \x01(\tR\x05child\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x15\n" +
 	"\x06at_seq\x18\x04 \x01(\x04R\x05atSeq\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"\xcc\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\"\xea\x01\n" +
 	"\tPlacement\x12'\n" +
 	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
@@ -5321,7 +5444,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
 	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1b\n" +
 	"\tlaunch_id\x18\x06 \x01(\tR\blaunchId\x12\x12\n" +
-	"\x04host\x18\a \x01(\tR\x04host\"\xe3\x01\n" +
+	"\x04host\x18\a \x01(\tR\x04host\x12\x1c\n" +
+	"\tapprovals\x18\b \x01(\tR\tapprovals\"\xe3\x01\n" +
 	"\x06Attach\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
@@ -5377,7 +5501,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12!\n" +
 	"\fapproval_seq\x18\x03 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"\xbe\x01\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xf5\x01\n" +
 	"\fRunnerAppend\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5385,7 +5509,11 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06events\x18\x03 \x03(\v2\x16.fak.fsm.v1.EventInputR\x06events\x12\x1f\n" +
 	"\vcharge_turn\x18\x04 \x01(\bR\n" +
 	"chargeTurn\x12(\n" +
-	"\x05usage\x18\x05 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\"\x96\x01\n" +
+	"\x05usage\x18\x05 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x125\n" +
+	"\abinding\x18\x06 \x01(\v2\x1b.fak.fsm.v1.ProviderBindingR\abinding\"J\n" +
+	"\x0fProviderBinding\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\"\x96\x01\n" +
 	"\fAppendEvents\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12&\n" +
@@ -5425,7 +5553,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12!\n" +
 	"\fturn_refused\x18\x04 \x01(\bR\vturnRefused\x12#\n" +
-	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\xf1\t\n" +
+	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\x9a\n" +
+	"\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5465,7 +5594,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tmax_epoch\x18\x1f \x01(\x04R\bmaxEpoch\x12%\n" +
 	"\x0erecover_manual\x18  \x01(\bR\rrecoverManual\x12\x1a\n" +
 	"\bstranded\x18! \x01(\bR\bstranded\x12#\n" +
-	"\rstranded_node\x18\" \x01(\tR\fstrandedNode\"\xc2\x01\n" +
+	"\rstranded_node\x18\" \x01(\tR\fstrandedNode\x12'\n" +
+	"\x0fprovider_thread\x18# \x01(\bR\x0eproviderThread\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -5530,7 +5660,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -5575,24 +5705,25 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*InterruptTurn)(nil),        // 40: fak.fsm.v1.InterruptTurn
 	(*AnswerApproval)(nil),       // 41: fak.fsm.v1.AnswerApproval
 	(*RunnerAppend)(nil),         // 42: fak.fsm.v1.RunnerAppend
-	(*AppendEvents)(nil),         // 43: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 44: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 45: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 46: fak.fsm.v1.Result
-	(*Error)(nil),                // 47: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 48: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 49: fak.fsm.v1.Session
-	(*Lease)(nil),                // 50: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 51: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 52: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 53: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 54: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 55: fak.fsm.v1.Boundary
+	(*ProviderBinding)(nil),      // 43: fak.fsm.v1.ProviderBinding
+	(*AppendEvents)(nil),         // 44: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 45: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 46: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 47: fak.fsm.v1.Result
+	(*Error)(nil),                // 48: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 49: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 50: fak.fsm.v1.Session
+	(*Lease)(nil),                // 51: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 52: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 53: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 54: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 55: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 56: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	18, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	43, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	45, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	44, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	46, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
 	33, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
 	34, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
 	35, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
@@ -5635,29 +5766,30 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	19, // 42: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
 	19, // 43: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
 	19, // 44: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	44, // 45: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	45, // 45: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
 	19, // 46: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
-	44, // 47: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	47, // 48: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	49, // 49: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	48, // 50: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	52, // 51: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	21, // 52: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	55, // 53: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	5,  // 54: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	4,  // 55: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 56: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	32, // 57: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	50, // 58: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	51, // 59: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	16, // 60: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	53, // 61: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	49, // 62: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	63, // [63:63] is the sub-list for method output_type
-	63, // [63:63] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	43, // 47: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
+	45, // 48: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	48, // 49: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	50, // 50: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	49, // 51: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	53, // 52: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	21, // 53: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	56, // 54: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	5,  // 55: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	4,  // 56: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 57: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	32, // 58: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	51, // 59: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	52, // 60: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	16, // 61: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	54, // 62: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	50, // 63: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -5699,8 +5831,8 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_RevokeAclToken)(nil),
 		(*Command_InterruptTurn)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[42].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[45].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[43].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[46].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -5715,7 +5847,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

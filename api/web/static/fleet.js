@@ -109,6 +109,7 @@ function budgetText(b) {
   const parts = [];
   const add = (name, v, fmt) => { if (u64(v) > 0n) parts.push(name + " " + fmt(v)); };
   add("turns", b.turns, str);
+  add("input", b.inputTokens, str);
   add("tokens", b.outputTokens, str);
   add("queries", b.queries, str);
   add("spend", b.spendMicros, (v) => String(Number(u64(v)) / 1e6));

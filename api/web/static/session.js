@@ -406,7 +406,7 @@ class SessionView {
   // axis, and the unlimited ones that saw use.
   budgetText(env) {
     const used = env.used || {}, limits = env.limits || {};
-    const axes = [["turns", "turns"], ["outputTokens", "output tokens"], ["queries", "queries"],
+    const axes = [["turns", "turns"], ["inputTokens", "input tokens"], ["outputTokens", "output tokens"], ["queries", "queries"],
       ["toolCalls", "tool calls"], ["spendMicros", "µ$"]];
     const parts = [];
     for (const [k, name] of axes) {

@@ -1184,9 +1184,13 @@ type AppendRunnerEventsRequest struct {
 	// Charged to the envelope after the events (a finished turn's output
 	// tokens, a runtime's usage); a refusal is journaled and does not fail
 	// the write (usage_refused in the response).
-	Usage         *Budget `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Usage *Budget `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The provider thread the turn ran on (provider runtimes): bound on the
+	// session, journaled as provider.bound when it changes.
+	BindingProvider string `protobuf:"bytes,7,opt,name=binding_provider,json=bindingProvider,proto3" json:"binding_provider,omitempty"`
+	BindingThreadId string `protobuf:"bytes,8,opt,name=binding_thread_id,json=bindingThreadId,proto3" json:"binding_thread_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AppendRunnerEventsRequest) Reset() {
@@ -1259,6 +1263,20 @@ func (x *AppendRunnerEventsRequest) GetUsage() *Budget {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *AppendRunnerEventsRequest) GetBindingProvider() string {
+	if x != nil {
+		return x.BindingProvider
+	}
+	return ""
+}
+
+func (x *AppendRunnerEventsRequest) GetBindingThreadId() string {
+	if x != nil {
+		return x.BindingThreadId
+	}
+	return ""
 }
 
 type AppendRunnerEventsResponse struct {
@@ -1419,7 +1437,7 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
 	"\x04note\x18\x05 \x01(\tR\x04note\"C\n" +
 	"\x16AnswerApprovalResponse\x12)\n" +
-	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xe2\x01\n" +
+	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xb9\x02\n" +
 	"\x19AppendRunnerEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1429,7 +1447,9 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1f\n" +
 	"\vcharge_turn\x18\x05 \x01(\bR\n" +
 	"chargeTurn\x12$\n" +
-	"\x05usage\x18\x06 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\"\x9c\x01\n" +
+	"\x05usage\x18\x06 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\x12)\n" +
+	"\x10binding_provider\x18\a \x01(\tR\x0fbindingProvider\x12*\n" +
+	"\x11binding_thread_id\x18\b \x01(\tR\x0fbindingThreadId\"\x9c\x01\n" +
 	"\x1aAppendRunnerEventsResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12!\n" +

@@ -34,8 +34,12 @@ type Placement struct {
 	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	// The external runtime only (runtime_adapter "external"): the guarded
 	// launch whose provider process serves the session, and its host.
-	LaunchId      string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
-	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	LaunchId string `protobuf:"bytes,6,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
+	Host     string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
+	// "" when fak's clients answer the runtime's approvals; otherwise the
+	// policy the runtime decides them by itself (approval.answer is then
+	// not offered: RUNTIME_DECIDES).
+	Approvals     string `protobuf:"bytes,8,opt,name=approvals,proto3" json:"approvals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -115,6 +119,13 @@ func (x *Placement) GetLaunchId() string {
 func (x *Placement) GetHost() string {
 	if x != nil {
 		return x.Host
+	}
+	return ""
+}
+
+func (x *Placement) GetApprovals() string {
+	if x != nil {
+		return x.Approvals
 	}
 	return ""
 }
@@ -593,6 +604,7 @@ type Budget struct {
 	Queries       uint64                 `protobuf:"varint,3,opt,name=queries,proto3" json:"queries,omitempty"`
 	SpendMicros   uint64                 `protobuf:"varint,4,opt,name=spend_micros,json=spendMicros,proto3" json:"spend_micros,omitempty"`
 	ToolCalls     uint64                 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	InputTokens   uint64                 `protobuf:"varint,6,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -658,6 +670,13 @@ func (x *Budget) GetSpendMicros() uint64 {
 func (x *Budget) GetToolCalls() uint64 {
 	if x != nil {
 		return x.ToolCalls
+	}
+	return 0
+}
+
+func (x *Budget) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
 	}
 	return 0
 }
@@ -879,7 +898,7 @@ var File_fak_v1_descriptor_proto protoreflect.FileDescriptor
 
 const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\n" +
-	"\x17fak/v1/descriptor.proto\x12\x06fak.v1\"\xcc\x01\n" +
+	"\x17fak/v1/descriptor.proto\x12\x06fak.v1\"\xea\x01\n" +
 	"\tPlacement\x12'\n" +
 	"\x0fruntime_adapter\x18\x01 \x01(\tR\x0eruntimeAdapter\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1f\n" +
@@ -888,7 +907,8 @@ const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\x05model\x18\x04 \x01(\tR\x05model\x12\x12\n" +
 	"\x04node\x18\x05 \x01(\tR\x04node\x12\x1b\n" +
 	"\tlaunch_id\x18\x06 \x01(\tR\blaunchId\x12\x12\n" +
-	"\x04host\x18\a \x01(\tR\x04host\"\xc2\x01\n" +
+	"\x04host\x18\a \x01(\tR\x04host\x12\x1c\n" +
+	"\tapprovals\x18\b \x01(\tR\tapprovals\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -930,14 +950,15 @@ const file_fak_v1_descriptor_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\"\x9f\x01\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\"\xc2\x01\n" +
 	"\x06Budget\x12\x14\n" +
 	"\x05turns\x18\x01 \x01(\x04R\x05turns\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x04R\foutputTokens\x12\x18\n" +
 	"\aqueries\x18\x03 \x01(\x04R\aqueries\x12!\n" +
 	"\fspend_micros\x18\x04 \x01(\x04R\vspendMicros\x12\x1d\n" +
 	"\n" +
-	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\"\xbc\x01\n" +
+	"tool_calls\x18\x05 \x01(\x04R\ttoolCalls\x12!\n" +
+	"\finput_tokens\x18\x06 \x01(\x04R\vinputTokens\"\xbc\x01\n" +
 	"\x06Policy\x12&\n" +
 	"\x06limits\x18\x01 \x01(\v2\x0e.fak.v1.BudgetR\x06limits\x12\x1f\n" +
 	"\vcontext_cap\x18\x02 \x01(\x04R\n" +

@@ -329,6 +329,9 @@ type RecordUsageRequest struct {
 	Usage         *Budget                `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	ContextTokens uint64                 `protobuf:"varint,4,opt,name=context_tokens,json=contextTokens,proto3" json:"context_tokens,omitempty"`
 	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The usage already happened: charged even past a limit (the envelope
+	// is then exhausted) instead of refused with nothing charged.
+	Incurred      bool `protobuf:"varint,6,opt,name=incurred,proto3" json:"incurred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +399,13 @@ func (x *RecordUsageRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *RecordUsageRequest) GetIncurred() bool {
+	if x != nil {
+		return x.Incurred
+	}
+	return false
 }
 
 type RecordUsageResponse struct {
@@ -696,7 +706,7 @@ const file_fak_v1_lifecycle_proto_rawDesc = "" +
 	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12#\n" +
 	"\rmetadata_json\x18\x05 \x01(\fR\fmetadataJson\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\xbc\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xd8\x01\n" +
 	"\x12RecordUsageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -704,7 +714,8 @@ const file_fak_v1_lifecycle_proto_rawDesc = "" +
 	"\x05usage\x18\x03 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\x12%\n" +
 	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"\xa6\x01\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1a\n" +
+	"\bincurred\x18\x06 \x01(\bR\bincurred\"\xa6\x01\n" +
 	"\x13RecordUsageResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +

@@ -161,10 +161,13 @@ type Session struct {
 	RecoverManual bool `protobuf:"varint,26,opt,name=recover_manual,json=recoverManual,proto3" json:"recover_manual,omitempty"`
 	// Its compute node (stranded_node) is dead and recover=manual: it waits
 	// for an operator's MoveSession.
-	Stranded      bool   `protobuf:"varint,27,opt,name=stranded,proto3" json:"stranded,omitempty"`
-	StrandedNode  string `protobuf:"bytes,28,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stranded     bool   `protobuf:"varint,27,opt,name=stranded,proto3" json:"stranded,omitempty"`
+	StrandedNode string `protobuf:"bytes,28,opt,name=stranded_node,json=strandedNode,proto3" json:"stranded_node,omitempty"`
+	// provider_session_id is a provider runtime's own thread, resumed by
+	// the next turn (false: the next turn starts a new one).
+	ProviderThread bool `protobuf:"varint,29,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -391,6 +394,13 @@ func (x *Session) GetStrandedNode() string {
 		return x.StrandedNode
 	}
 	return ""
+}
+
+func (x *Session) GetProviderThread() bool {
+	if x != nil {
+		return x.ProviderThread
+	}
+	return false
 }
 
 type Event struct {
@@ -1463,7 +1473,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\x86\b\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\xaf\b\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1497,7 +1507,8 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\x0fmoves_completed\x18\x19 \x01(\x04R\x0emovesCompleted\x12%\n" +
 	"\x0erecover_manual\x18\x1a \x01(\bR\rrecoverManual\x12\x1a\n" +
 	"\bstranded\x18\x1b \x01(\bR\bstranded\x12#\n" +
-	"\rstranded_node\x18\x1c \x01(\tR\fstrandedNode\"\xb9\x01\n" +
+	"\rstranded_node\x18\x1c \x01(\tR\fstrandedNode\x12'\n" +
+	"\x0fprovider_thread\x18\x1d \x01(\bR\x0eproviderThread\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
