@@ -152,7 +152,7 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 		inTurn := s.TurnInputSeq != 0
 		switch in.Kind {
 		case KindTurnStarted:
-			if err := canStartTurn(s, i); err != nil {
+			if err := canStartTurn(s, i, cmd.StartsInput); err != nil {
 				return nil, err
 			}
 			s.TurnInputSeq = s.QueuedInputs[0]
@@ -219,15 +219,20 @@ func bindProviderThread(c *fsmpb.Command, s *fsmpb.Session, b *fsmpb.ProviderBin
 }
 
 // canStartTurn checks that event i of a runner's write may start a turn:
-// none runs, an input is queued, and no move is open — the source of a
-// move starts no turn until the move ends (its checkpoint is the state the
-// destination continues from), and the destination none before cutover.
-func canStartTurn(s *fsmpb.Session, i int) *Error {
+// none runs, an input is queued — the one the runner serves (want, when
+// not 0): a runner that read a stale replica would otherwise journal a
+// turn named after an input it does not serve — and no move is open: the
+// source of a move starts no turn until the move ends (its checkpoint is
+// the state the destination continues from), and the destination none
+// before cutover.
+func canStartTurn(s *fsmpb.Session, i int, want uint64) *Error {
 	switch {
 	case s.TurnInputSeq != 0:
 		return errorf(ReasonTurnOrder, "event %d: a turn is already running (input %d)", i, s.TurnInputSeq)
 	case len(s.QueuedInputs) == 0:
 		return errorf(ReasonTurnOrder, "event %d: no queued input to start a turn on", i)
+	case want != 0 && s.QueuedInputs[0] != want:
+		return errorf(ReasonTurnOrder, "event %d: the turn would serve input %d, not the oldest queued one (%d)", i, want, s.QueuedInputs[0])
 	case MoveOpen(s.Move):
 		return errorf(ReasonMoveState, "event %d: no turn starts while move %s is open (%s)", i, s.Move.MoveId, s.Move.State)
 	}
@@ -250,7 +255,7 @@ func (a *applier) chargeTurnStart(c *fsmpb.Command, s *fsmpb.Session, cmd *fsmpb
 	if len(cmd.Events) != 1 || cmd.Events[0].Kind != KindTurnStarted {
 		return false, errorf(ReasonInvalidArgument, "charge_turn needs exactly one event, turn.started")
 	}
-	if err := canStartTurn(s, 0); err != nil {
+	if err := canStartTurn(s, 0, cmd.StartsInput); err != nil {
 		return false, err
 	}
 	_, err := a.charge(c, s, &fsmpb.Budget{Turns: 1, Queries: 1}, 0, "")

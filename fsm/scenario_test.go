@@ -33,7 +33,7 @@ import (
 //	input S A [epoch=N]             input: the text (epoch: the current one)
 //	interrupt S A [epoch=N]         the lease holder interrupts the running turn
 //	answer S A seq=N [approve] [note=W]
-//	runner S [epoch=N] [charge-turn] [usage turns= ...] [bind=PROVIDER/THREAD]
+//	runner S [epoch=N] [charge-turn] [starts=SEQ] [usage turns= ...] [bind=PROVIDER/THREAD]
 //	                                input: one event a line, "kind text"
 //	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= input_tokens= context=] [incurred]
 //	exhausted S                     the axis a gateway's admission finds used up
@@ -195,6 +195,7 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c = runnerAppend(pos(0), num("epoch", cur().Epoch), events()...)
 		ra := c.GetRunnerAppend()
 		ra.ChargeTurn = td.HasArg("charge-turn")
+		ra.StartsInput = num("starts", 0)
 		if td.HasArg("usage") {
 			ra.Usage = budget()
 		}

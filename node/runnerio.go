@@ -65,7 +65,11 @@ func localAddr(a net.Addr) string {
 }
 
 func (w *apiWriter) AppendRunnerEvents(ctx context.Context, a runner.Append) (runner.Appended, error) {
-	req := &fakv1.AppendRunnerEventsRequest{SessionId: a.SessionID, Epoch: a.Epoch, RequestId: a.RequestID, ChargeTurn: a.ChargeTurn}
+	req := &fakv1.AppendRunnerEventsRequest{SessionId: a.SessionID, Epoch: a.Epoch, RequestId: a.RequestID, ChargeTurn: a.ChargeTurn,
+		StartsInput: a.StartsInput}
+	if a.Binding != nil {
+		req.BindingProvider, req.BindingThreadId = a.Binding.Provider, a.Binding.ThreadID
+	}
 	if a.Usage != nil {
 		req.Usage = api.BudgetToAPI(a.Usage)
 	}

@@ -3740,7 +3740,12 @@ type RunnerAppend struct {
 	// The provider thread the turn ran on (a provider runtime's resume id):
 	// bound on the session before the events, journaled (provider.bound)
 	// when it changes the session's binding.
-	Binding       *ProviderBinding `protobuf:"bytes,6,opt,name=binding,proto3" json:"binding,omitempty"`
+	Binding *ProviderBinding `protobuf:"bytes,6,opt,name=binding,proto3" json:"binding,omitempty"`
+	// The input a turn.started in events serves (its seq): refused with
+	// TURN_ORDER unless it is the oldest queued input, so a runner that read
+	// a stale replica never journals a turn naming another input (0: not
+	// checked).
+	StartsInput   uint64 `protobuf:"varint,7,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3815,6 +3820,13 @@ func (x *RunnerAppend) GetBinding() *ProviderBinding {
 		return x.Binding
 	}
 	return nil
+}
+
+func (x *RunnerAppend) GetStartsInput() uint64 {
+	if x != nil {
+		return x.StartsInput
+	}
+	return 0
 }
 
 // ProviderBinding is a provider runtime's thread: claude's session uuid,
@@ -5501,7 +5513,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12!\n" +
 	"\fapproval_seq\x18\x03 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"\xf5\x01\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\x98\x02\n" +
 	"\fRunnerAppend\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5510,7 +5522,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vcharge_turn\x18\x04 \x01(\bR\n" +
 	"chargeTurn\x12(\n" +
 	"\x05usage\x18\x05 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x125\n" +
-	"\abinding\x18\x06 \x01(\v2\x1b.fak.fsm.v1.ProviderBindingR\abinding\"J\n" +
+	"\abinding\x18\x06 \x01(\v2\x1b.fak.fsm.v1.ProviderBindingR\abinding\x12!\n" +
+	"\fstarts_input\x18\a \x01(\x04R\vstartsInput\"J\n" +
 	"\x0fProviderBinding\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\"\x96\x01\n" +

@@ -173,9 +173,9 @@ func TestRunner_ResetRebuildsTheContext(t *testing.T) {
 }
 
 // A reset committed after the runner read the session and before its
-// turn.started drops the input it read; the FSM starts (and charges) the
-// turn on the input queued after the reset. The runner notices and serves
-// that input, in a new context.
+// turn.started drops the input it read; the FSM refuses a turn.started
+// for that input (StartsInput: TURN_ORDER). The runner re-reads and serves
+// the input queued after the reset, in a new context.
 func TestRunner_ResetBeforeTurnStartedServesTheInputAfterIt(t *testing.T) {
 	l := newLocal(t)
 	id := l.session("s1", "n1", "echo")

@@ -72,7 +72,10 @@ func (l *local) must(cmd *fsmpb.Command) *fsmpb.Result {
 }
 
 func (l *local) AppendRunnerEvents(_ context.Context, w runner.Append) (runner.Appended, error) {
-	cmd := &fsmpb.RunnerAppend{SessionId: w.SessionID, Epoch: w.Epoch, ChargeTurn: w.ChargeTurn, Usage: w.Usage}
+	cmd := &fsmpb.RunnerAppend{SessionId: w.SessionID, Epoch: w.Epoch, ChargeTurn: w.ChargeTurn, Usage: w.Usage, StartsInput: w.StartsInput}
+	if b := w.Binding; b != nil {
+		cmd.Binding = &fsmpb.ProviderBinding{Provider: b.Provider, ThreadId: b.ThreadID}
+	}
 	for _, ev := range w.Events {
 		cmd.Events = append(cmd.Events, &fsmpb.EventInput{Kind: ev.Kind, Text: ev.Text, Data: ev.Data})
 	}

@@ -311,33 +311,19 @@ func (r *Runner) startedEvent(adapter string, inputSeq uint64) Event {
 func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
 	id, inputSeq := s.SessionId, s.QueuedInputs[0]
 	t := &turn{r: r, h: h, sessionID: id, epoch: s.Epoch}
-	w, err := t.write(ctx, Append{Events: []Event{r.startedEvent(a.Name(), inputSeq)}, ChargeTurn: true})
+	w, err := t.write(ctx, Append{Events: []Event{r.startedEvent(a.Name(), inputSeq)}, ChargeTurn: true, StartsInput: inputSeq})
 	if err != nil {
 		return err
 	}
 	if w.TurnRefused {
-		// (Should a reset have dropped the input read, the FSM refused
-		// the input after it; the event's data names the input read.)
 		r.logger.Info("turn refused by the budget envelope", "session", id, "input", inputSeq)
 		return nil
 	}
-	started, cur := w.Last, s
-	if started > s.HeadSeq+2 {
-		// Something besides our write was committed after the session was
-		// read (or the read was stale). Were it a reset followed by an
-		// input, the FSM started the turn on that input, not on the one
-		// read, in a context that starts after the reset: re-read. With
-		// the turn started no reset can come (BUSY), so what is read now
-		// holds until turn.completed.
-		if cur, err = r.startedTurn(ctx, s); err != nil {
-			return err
-		}
-		if cur.TurnInputSeq != inputSeq {
-			r.logger.Info("a reset dropped the input read; the turn serves the input after it",
-				"session", id, "read", inputSeq, "input", cur.TurnInputSeq, "reset_seq", cur.ResetSeq)
-			inputSeq = cur.TurnInputSeq
-		}
-	}
+	// The FSM started the turn on inputSeq or refused the write
+	// (StartsInput): the input read is the oldest queued, so no reset came
+	// after it, and the context read (s.ResetSeq) is the turn's. Once the
+	// turn runs no reset can come (BUSY) until turn.completed.
+	started := w.Last
 	t.inputSeq = inputSeq
 	// A hinted turn starts before the replica applied its input; by now
 	// it has, or is about to (turn.started's replication carries the
@@ -349,7 +335,7 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	if err != nil {
 		return r.completeFailed(ctx, t, id, a.Name(), inputSeq, err)
 	}
-	if err := r.ensureRuntime(ctx, cur, a, h); err != nil {
+	if err := r.ensureRuntime(ctx, s, a, h); err != nil {
 		return r.completeFailed(ctx, t, id, a.Name(), inputSeq, err)
 	}
 	tctx, cancel := context.WithCancelCause(ctx)
@@ -458,27 +444,6 @@ func (r *Runner) inputEvent(id string, seq uint64) (*fsmpb.Event, error) {
 		return nil, fmt.Errorf("queued input %d is not an input event of the journal", seq)
 	}
 	return evs[0], nil
-}
-
-// startedTurn re-reads the session once this worker's turn.started has
-// committed: the input the FSM started the turn on, and the context it
-// runs in.
-func (r *Runner) startedTurn(ctx context.Context, s *fsmpb.Session) (*fsmpb.Session, error) {
-	if err := r.barrier(ctx, s.SessionId); err != nil {
-		return nil, err
-	}
-	cur, err := r.cfg.FSM.Session(s.SessionId)
-	switch {
-	case err != nil:
-		return nil, err
-	case cur.Epoch != s.Epoch:
-		return nil, &fsm.Error{Reason: fsm.ReasonStaleEpoch, Message: fmt.Sprintf("epoch %d replaced by %d as the turn started", s.Epoch, cur.Epoch)}
-	case cur.State == fsmpb.SessionState_SESSION_STATE_STOPPED:
-		return nil, &fsm.Error{Reason: fsm.ReasonSessionStopped, Message: "session stopped as the turn started"}
-	case cur.TurnInputSeq == 0:
-		return nil, &fsm.Error{Reason: fsm.ReasonTurnOrder, Message: "no turn in flight after turn.started"}
-	}
-	return cur, nil
 }
 
 // chargeOutput charges the output tokens (the words it emitted) of a turn

@@ -55,8 +55,21 @@ type Append struct {
 	// a runtime's usage); a refusal is journaled and reported
 	// (Appended.UsageRefused), not an error.
 	Usage *fsmpb.Budget
+	// StartsInput is the input a turn.started in Events serves: the FSM
+	// refuses the write (TURN_ORDER) unless it is the oldest queued one.
+	StartsInput uint64
+	// Binding is the provider thread the turn ran on (provider runtimes),
+	// bound on the session before the events.
+	Binding *Binding
 	// RequestID makes a retry of the same write idempotent.
 	RequestID string
+}
+
+// Binding is a provider runtime's thread: the provider and its own id of
+// the conversation (claude's session uuid, codex's thread id, gemini's
+// session id), which the next turn resumes.
+type Binding struct {
+	Provider, ThreadID string
 }
 
 // Appended is what a runner write committed: the seqs of its events (and

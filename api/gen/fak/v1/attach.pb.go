@@ -1189,8 +1189,11 @@ type AppendRunnerEventsRequest struct {
 	// session, journaled as provider.bound when it changes.
 	BindingProvider string `protobuf:"bytes,7,opt,name=binding_provider,json=bindingProvider,proto3" json:"binding_provider,omitempty"`
 	BindingThreadId string `protobuf:"bytes,8,opt,name=binding_thread_id,json=bindingThreadId,proto3" json:"binding_thread_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The input a turn.started in events serves: refused with TURN_ORDER
+	// unless it is the oldest queued one (0: not checked).
+	StartsInput   uint64 `protobuf:"varint,9,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendRunnerEventsRequest) Reset() {
@@ -1277,6 +1280,13 @@ func (x *AppendRunnerEventsRequest) GetBindingThreadId() string {
 		return x.BindingThreadId
 	}
 	return ""
+}
+
+func (x *AppendRunnerEventsRequest) GetStartsInput() uint64 {
+	if x != nil {
+		return x.StartsInput
+	}
+	return 0
 }
 
 type AppendRunnerEventsResponse struct {
@@ -1437,7 +1447,7 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
 	"\x04note\x18\x05 \x01(\tR\x04note\"C\n" +
 	"\x16AnswerApprovalResponse\x12)\n" +
-	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xb9\x02\n" +
+	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xdc\x02\n" +
 	"\x19AppendRunnerEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1449,7 +1459,8 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"chargeTurn\x12$\n" +
 	"\x05usage\x18\x06 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\x12)\n" +
 	"\x10binding_provider\x18\a \x01(\tR\x0fbindingProvider\x12*\n" +
-	"\x11binding_thread_id\x18\b \x01(\tR\x0fbindingThreadId\"\x9c\x01\n" +
+	"\x11binding_thread_id\x18\b \x01(\tR\x0fbindingThreadId\x12!\n" +
+	"\fstarts_input\x18\t \x01(\x04R\vstartsInput\"\x9c\x01\n" +
 	"\x1aAppendRunnerEventsResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12!\n" +
