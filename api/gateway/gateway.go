@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// Providers the gateway speaks.
+const (
+	Anthropic = "anthropic"
+	OpenAI    = "openai"
+	Gemini    = "gemini"
+)
+
+// Prefix is where the gateway is mounted.
+const Prefix = "/gateway/"
+
+// Headers a caller sets.
+const (
+	HeaderTraceID  = "X-Trace-Id"    // the session to charge
+	HeaderLaunch   = "X-Fak-Launch"  // else the launch whose default session is charged
+	HeaderAccount  = "X-Fak-Account" // which account of the provider to use
+	HeaderFakToken = "X-Fak-Token"   // fak's token, when the provider header carries the caller's own key
+)
+
+// Account is an `account` block of the node: where a provider's calls go
+// and the credential they carry.
+type Account struct {
+	Name     string
+	Provider string // Anthropic, OpenAI or Gemini
+	// Upstream is the provider's base URL without a version
+	// ("https://api.anthropic.com"); the path after /gateway/<provider>
+	// is appended.
+	Upstream string
+	// Key resolves the account's credential on this node (nil: none).
+	Key func() (string, error)
+	// PassThrough forwards the caller's own provider key instead, when
+	// the caller sends one (and authenticates to fak by X-Fak-Token).
+	PassThrough bool
+}
+
+// Call is one metered model call as the Meter sees it.
+type Call struct {
+	Provider, Account string
+	TraceID           string // X-Trace-Id: the session to charge
+	LaunchID          string // the launch, when there is no trace id
+}
+
+// Admission is an admitted call: whom its charge names.
+type Admission struct {
+	SessionID string // "" when charged through LaunchID
+	LaunchID  string
+	// Prepaid: admission already charged the call's query (it was
+	// refused by a replica that had not seen a raised limit... or any
+	// admission that had to ask the cluster).
+	Prepaid bool
+}
+
+// Meter is the gateway's view of the cluster.
+type Meter interface {
+	// Admit resolves whom a call charges and refuses it (a *Refusal) when
+	// its envelope is exhausted, journaling the refusal, or when there is
+	// no session to charge.
+	Admit(ctx context.Context, c Call) (Admission, error)
+	// Charge charges a finished call's usage, incurred: it happened.
+	// It must not lose the charge (it retries under requestID) and may
+	// return before the charge is committed.
+	Charge(a Admission, usage *fsmpb.Budget, requestID string)
+}
+
+// Options configure the gateway.
+type Options struct {
+	Accounts []Account
+	Prices   PriceTable
+	Meter    Meter
+	// Authorize checks the caller's fak credential (nil: no auth).
+	Authorize func(token string) error
+	// Client calls the upstreams (nil: a pooled client without timeouts
+	// on the body: a stream lasts as long as the model writes).
+	Client *http.Client
+	Logger hclog.Logger
+	// NewRequestID makes a charge's idempotency key.
+	NewRequestID func() string
+}
+
+// Handler serves /gateway/.
+type Handler struct {
+	o  Options
+	wg sync.WaitGroup
+}
+
+// New returns the gateway handler.
+func New(o Options) *Handler {
+	if o.Client == nil {
+		o.Client = &http.Client{Transport: newTransport()}
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	return &Handler{o: o}
+}
+
+// route is a parsed gateway path.
+type route struct {
+	launch, provider string
+	rest             string // the upstream path: "/v1/messages"
+}
+
+var errNoRoute = errors.New("no such gateway route")
+
+// parseRoute reads /gateway/[launch/<id>/]<provider>/<rest>.
+func parseRoute(path string) (route, error) {
+	p, ok := strings.CutPrefix(path, Prefix)
+	if !ok {
+		return route{}, errNoRoute
+	}
+	var r route
+	if after, ok := strings.CutPrefix(p, "launch/"); ok {
+		id, tail, ok := strings.Cut(after, "/")
+		if !ok || id == "" {
+			return route{}, errNoRoute
+		}
+		r.launch, p = id, tail
+	}
+	provider, rest, _ := strings.Cut(p, "/")
+	switch provider {
+	case Anthropic, OpenAI, Gemini:
+	default:
+		return route{}, errNoRoute
+	}
+	r.provider, r.rest = provider, "/"+rest
+	if strings.Contains(r.rest, "/../") || strings.HasSuffix(r.rest, "/..") {
+		return route{}, errNoRoute
+	}
+	return r, nil
+}
+
+// metered reports whether a call to rest is a model call the gateway
+// charges (others, like Anthropic's count_tokens, pass through free).
+func (r route) metered(method string) bool {
+	if method != http.MethodPost {
+		return false
+	}
+	switch r.provider {
+	case Anthropic:
+		return r.rest == "/v1/messages"
+	case OpenAI:
+		return r.rest == "/v1/chat/completions" || r.rest == "/v1/responses"
+	case Gemini:
+		return strings.HasSuffix(r.rest, ":generateContent") || strings.HasSuffix(r.rest, ":streamGenerateContent")
+	}
+	return false
+}
+
+// account picks the account a call uses: the one named, else the first
+// of the provider.
+func (h *Handler) account(provider, name string) (Account, bool) {
+	for _, a := range h.o.Accounts {
+		if a.Provider == provider && (name == "" || a.Name == name) {
+			return a, true
+		}
+	}
+	return Account{}, false
+}
+
+// Wait blocks until every charge the gateway started has been handed to
+// the Meter (calls in flight finish first).
+func (h *Handler) Wait() { h.wg.Wait() }
