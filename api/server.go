@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fak-dev/fak/api/gateway"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/api/web"
@@ -57,6 +58,9 @@ type Config struct {
 	// node to admit at its last pass (nil: none known). It is asked on the
 	// leader only (DrainStatus).
 	Blocked func(node string) []BlockedSession
+	// Gateway configures the metering gateway served at /gateway/ (nil:
+	// served with no account: every call is refused NO_ACCOUNT).
+	Gateway *GatewayConfig
 	Logger  hclog.Logger
 	// Metrics is the node's registry: the API registers its metrics in it
 	// and serves it on GET /metrics (nil: a registry of its own).
@@ -73,6 +77,7 @@ type Server struct {
 	http       *http.Server
 	shutdownCh chan struct{}
 	metrics    *apiMetrics
+	gateway    *gateway.Handler
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -142,6 +147,10 @@ func (s *Server) Handler() http.Handler {
 	// The browser page: public static files (no data); its RPCs carry the token.
 	mux.Handle(web.Prefix, web.Handler())
 	mux.Handle("GET /metrics", auth.requireRole(RoleRead, s.metricsHandler()))
+	// The metering gateway authenticates by the provider's own key
+	// headers (fak's token, or X-Fak-Token), so it checks them itself.
+	s.gateway = s.newGateway(auth)
+	mux.Handle(gateway.Prefix, s.gateway)
 	return withRequestID(mux)
 }
 
@@ -218,7 +227,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	default:
 		close(s.shutdownCh)
 	}
-	return s.http.Shutdown(ctx)
+	err := s.http.Shutdown(ctx)
+	// Charges of calls that ended are handed to the cluster before the
+	// node leaves (each bounded by chargeTimeout).
+	if s.gateway != nil {
+		done := make(chan struct{})
+		go func() { s.gateway.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return err
 }
 
 // stampRequestID gives a write its idempotency key: the client's, checked,

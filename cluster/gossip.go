@@ -43,6 +43,8 @@ type Capabilities struct {
 	Models      []string          `json:"m,omitempty"`
 	AccountRefs []string          `json:"r,omitempty"`
 	Capacity    uint32            `json:"c,omitempty"`
+	// Approvals: runtimes that decide approvals themselves, "name=policy".
+	Approvals []string `json:"ap,omitempty"`
 }
 
 // worstCaseAddr is the longest host:port a node may advertise (IPv6).

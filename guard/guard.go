@@ -51,6 +51,9 @@ type Options struct {
 	Cwd string
 	// Environ is the child's base environment (os.Environ()).
 	Environ []string
+	// NoMeter leaves the provider's model calls alone; by default the
+	// guard points them at the node's metering gateway (gateway.go).
+	NoMeter bool
 	// Stdin, Stdout and Stderr are the child's (os.Std* pass the terminal).
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -117,6 +120,9 @@ func Run(ctx context.Context, o Options) (int, error) {
 		if err := a.Prepare(child); err != nil {
 			return 0, fmt.Errorf("%s hooks: %w", o.Provider, err)
 		}
+	}
+	if !o.NoMeter {
+		MeterThroughGateway(child, o.Addr, launchID, o.Token)
 	}
 	for _, kv := range [][2]string{{EnvSocket, socket}, {EnvToken, token}, {EnvSession, session},
 		{EnvLaunch, launchID}, {EnvAddr, o.Addr}} {

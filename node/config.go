@@ -50,6 +50,12 @@ type Config struct {
 	// credentials on this node.
 	Runtimes []RuntimeConfig
 	Accounts []AccountConfig
+	// Prices are the price blocks: what the gateway charges a model's
+	// tokens.
+	Prices []PriceConfig
+	// runtimeKey is what this node's runtimes call its gateway with, at
+	// gatewayURL (this node's API on loopback).
+	runtimeKey, gatewayURL string
 
 	// EchoTurn is the length of a turn of the built-in echo adapter: 0 is
 	// the default (1s), a negative value runs turns without pauses.

@@ -96,6 +96,15 @@ func Start(cfg Config) (*Node, error) {
 		f.Close()
 		return nil, err
 	}
+	cfg.runtimeKey = newRuntimeKey()
+	gw, err := cfg.gatewayConfig(cfg.runtimeKey)
+	if err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
+	cfg.gatewayURL = gatewayURL(ln.Addr(), sec.apiServerTLS() != nil)
 	adapters, err := cfg.adapters()
 	if err != nil {
 		c.Shutdown()
@@ -122,7 +131,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
-		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(),
+		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw,
 	}, c, f)
 	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()

@@ -67,7 +67,7 @@ func (c *Config) capabilities(adapters []string) cluster.Capabilities {
 	}
 	caps := cluster.Capabilities{
 		Adapters: sortedSet(adapters), Providers: sortedSet(c.Providers), Models: sortedSet(models),
-		AccountRefs: sortedSet(accounts), Capacity: c.Capacity,
+		AccountRefs: sortedSet(accounts), Capacity: c.Capacity, Approvals: c.runtimeApprovals(),
 	}
 	if len(c.Labels) > 0 {
 		caps.Labels = maps.Clone(c.Labels)
@@ -95,7 +95,7 @@ func recordOf(m cluster.Member) *fsmpb.NodeRecord {
 	rec := &fsmpb.NodeRecord{
 		Name: m.Name, ApiAddr: m.Meta.APIAddr, RaftAddr: m.Meta.RaftAddr,
 		RuntimeAdapters: caps.Adapters, Providers: caps.Providers, Models: caps.Models,
-		AccountRefs: caps.AccountRefs, Capacity: caps.Capacity,
+		AccountRefs: caps.AccountRefs, Capacity: caps.Capacity, RuntimeApprovals: caps.Approvals,
 	}
 	for k, v := range caps.Labels {
 		rec.Labels = append(rec.Labels, &fsmpb.Label{Key: k, Value: v})

@@ -18,6 +18,10 @@ const (
 	AdapterEcho  = "echo"
 	AdapterExec  = "exec"
 	AdapterModel = "model"
+	// The provider CLIs (node/runner/provider).
+	AdapterClaude = "claude"
+	AdapterCodex  = "codex"
+	AdapterGemini = "gemini"
 )
 
 // RuntimeConfig is one `runtime "NAME" { adapter = … }` block: a named way
@@ -56,6 +60,16 @@ type RuntimeConfig struct {
 	Sandbox string
 	// EchoTurn: echo's turn length (0: the node's --echo-turn).
 	EchoTurn time.Duration
+
+	// claude, codex, gemini: Command is the CLI and extra arguments
+	// (empty: the adapter's name on PATH), Model the model it is asked
+	// for. Policy is who decides tool approvals: claude "ask" (fak's
+	// clients, the default) or a permission mode; codex a sandbox level;
+	// gemini an approval mode. Gateway points the CLI at this node's
+	// metering gateway (nil: when the node has an account of its
+	// provider).
+	Policy  string
+	Gateway *bool
 }
 
 // AccountConfig is one `account "NAME" { api_key_env = … }` block: how
@@ -66,6 +80,13 @@ type AccountConfig struct {
 	Source     string
 	APIKeyEnv  string // read the key from this environment variable of the node
 	APIKeyFile string // or from this file (trailing newline trimmed)
+	// Provider ("anthropic", "openai", "gemini") makes the account one the
+	// gateway forwards that provider's calls with, to Upstream (default:
+	// the provider's API). PassThrough forwards a caller's own key
+	// instead of the account's, when the caller brings one.
+	Provider    string
+	Upstream    string
+	PassThrough bool
 }
 
 // reservedRuntimes cannot be redefined by a block.
@@ -94,7 +115,7 @@ func (c *Config) checkRuntimes() error {
 			errs = append(errs, fmt.Errorf("%s: want a name of 1-%d bytes", at, fsm.MaxPlacementFieldBytes))
 		case accounts[a.Name]:
 			errs = append(errs, fmt.Errorf("%s: defined twice; keep one block", at))
-		case (a.APIKeyEnv == "") == (a.APIKeyFile == ""):
+		case a.APIKeyEnv != "" && a.APIKeyFile != "", a.APIKeyEnv == "" && a.APIKeyFile == "" && !a.PassThrough:
 			errs = append(errs, fmt.Errorf(`%s: set exactly one of api_key_env = "OPENAI_API_KEY" or api_key_file = "/etc/fak/openai.key"`, at))
 		}
 		accounts[a.Name] = true
@@ -144,12 +165,18 @@ func (c *Config) checkRuntimes() error {
 			if r.InputPerMTok < 0 || r.OutputPerMTok < 0 || r.MaxRetries != nil && *r.MaxRetries < 0 {
 				errs = append(errs, fmt.Errorf("%s: prices and max_retries must not be negative", at))
 			}
+		case AdapterClaude, AdapterCodex, AdapterGemini:
+			if r.Gateway != nil && *r.Gateway && !c.hasGatewayAccount(providerGateway[r.Adapter]) {
+				errs = append(errs, fmt.Errorf(`%s: gateway = true needs an account of provider %q on this node: account "NAME" { provider = %q  api_key_env = "…" }`,
+					at, providerGateway[r.Adapter], providerGateway[r.Adapter]))
+			}
 		case "":
-			errs = append(errs, fmt.Errorf(`%s: adapter is required: adapter = "exec" (a program) or adapter = "model" (an OpenAI-compatible endpoint)`, at))
+			errs = append(errs, fmt.Errorf(`%s: adapter is required: adapter = "exec" (a program), "model" (an OpenAI-compatible endpoint), or "claude", "codex", "gemini" (a provider CLI)`, at))
 		default:
-			errs = append(errs, fmt.Errorf(`%s: unknown adapter %q; write adapter = "exec", "model" or "echo"`, at, r.Adapter))
+			errs = append(errs, fmt.Errorf(`%s: unknown adapter %q; write adapter = "exec", "model", "claude", "codex", "gemini" or "echo"`, at, r.Adapter))
 		}
 	}
+	errs = append(errs, c.checkGateway()...)
 	return errors.Join(errs...)
 }
 

@@ -132,7 +132,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	cfg.Join = join
 	cfg.GossipKeys = gossipKeys
 	cfg.Labels, cfg.AccountRefs, cfg.Providers, cfg.Models = labels.m, accountRefs, providers, models
-	cfg.Runtimes, cfg.Accounts, cfg.TokenFile = blocks.Runtimes, blocks.Accounts, tokenFile
+	cfg.Runtimes, cfg.Accounts, cfg.Prices, cfg.TokenFile = blocks.Runtimes, blocks.Accounts, blocks.Prices, tokenFile
 	logger, err := newLogger("fak", logLevel, logJSON, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "fak agent:", err)

@@ -16,6 +16,17 @@
 //	  price       = { input_per_mtok = 2.0, output_per_mtok = 8.0 }
 //	}
 //	account "openai-main" { api_key_env = "OPENAI_API_KEY" }
+//	runtime "claude" {
+//	  adapter = "claude"                 # or "codex", "gemini"
+//	  command = ["/usr/local/bin/claude"] # the CLI and extra arguments
+//	  policy  = "ask"                     # who decides tool approvals
+//	}
+//	account "anthropic-main" {             # the gateway forwards with it
+//	  provider    = "anthropic"
+//	  upstream    = "https://api.anthropic.com"
+//	  api_key_env = "ANTHROPIC_API_KEY"
+//	}
+//	price "claude-sonnet-4*" { input_per_mtok = 3  output_per_mtok = 15 }
 //
 // price is an object, or a block written over several lines (HCL allows
 // a one-line block only with a single argument).
@@ -44,24 +55,31 @@ import (
 type configBlocks struct {
 	Runtimes []node.RuntimeConfig
 	Accounts []node.AccountConfig
+	Prices   []node.PriceConfig
 }
 
 var fileSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "runtime", LabelNames: []string{"name"}},
 	{Type: "account", LabelNames: []string{"name"}},
+	{Type: "price", LabelNames: []string{"model"}},
 }}
+
+// providerAdapters are the provider CLI runtimes.
+var providerAdapters = []string{node.AdapterClaude, node.AdapterCodex, node.AdapterGemini}
 
 // runtimeSettings: every setting of a runtime block and the adapters it
 // belongs to.
 var runtimeSettings = map[string][]string{
 	"adapter":      nil, // every adapter
-	"turn_timeout": {node.AdapterExec, node.AdapterModel},
-	"sandbox":      {node.AdapterExec, node.AdapterModel},
-	"account_ref":  {node.AdapterExec, node.AdapterModel},
-	"command":      {node.AdapterExec},
+	"turn_timeout": {node.AdapterExec, node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"sandbox":      {node.AdapterExec, node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"account_ref":  {node.AdapterExec, node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"command":      {node.AdapterExec, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
 	"protocol":     {node.AdapterExec},
 	"endpoint":     {node.AdapterModel},
-	"model":        {node.AdapterModel},
+	"model":        {node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"policy":       {node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"gateway":      {node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
 	"tools":        {node.AdapterModel},
 	"approve":      {node.AdapterModel},
 	"system":       {node.AdapterModel},
@@ -83,7 +101,14 @@ func runtimeSchema() *hcl.BodySchema {
 
 var priceSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "input_per_mtok"}, {Name: "output_per_mtok"}}}
 
-var accountSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "api_key_env"}, {Name: "api_key_file"}}}
+// modelPriceSchema is a top-level price block's: the gateway's prices.
+var modelPriceSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "input_per_mtok"}, {Name: "output_per_mtok"}, {Name: "cache_read_per_mtok"}, {Name: "cache_write_per_mtok"},
+}}
+
+var accountSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "api_key_env"}, {Name: "api_key_file"}, {Name: "provider"}, {Name: "upstream"}, {Name: "pass_through"},
+}}
 
 func sortedKeys(m map[string][]string) []string {
 	keys := make([]string, 0, len(m))
@@ -116,6 +141,13 @@ func decodeBlocks(blocks hcl.Blocks) (*configBlocks, error) {
 				continue
 			}
 			out.Accounts = append(out.Accounts, a)
+		case "price":
+			pr, err := decodeModelPrice(b)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out.Prices = append(out.Prices, pr)
 		}
 	}
 	return out, errors.Join(errs...)
@@ -129,6 +161,14 @@ func decodeAccount(b *hcl.Block) (node.AccountConfig, error) {
 	}
 	var errs []error
 	for name, attr := range content.Attributes {
+		if name == "pass_through" {
+			b, err := boolAttr(attr)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			a.PassThrough = b
+			continue
+		}
 		s, err := stringAttr(attr)
 		if err != nil {
 			errs = append(errs, err)
@@ -139,9 +179,52 @@ func decodeAccount(b *hcl.Block) (node.AccountConfig, error) {
 			a.APIKeyEnv = s
 		case "api_key_file":
 			a.APIKeyFile = s
+		case "provider":
+			a.Provider = s
+		case "upstream":
+			a.Upstream = s
 		}
 	}
 	return a, errors.Join(errs...)
+}
+
+// decodeModelPrice decodes price "MODEL" { input_per_mtok = 3 … }.
+func decodeModelPrice(b *hcl.Block) (node.PriceConfig, error) {
+	p := node.PriceConfig{Model: b.Labels[0], Source: at(b.DefRange)}
+	content, diags := b.Body.Content(modelPriceSchema)
+	if diags.HasErrors() {
+		return p, diagsError(diags)
+	}
+	var errs []error
+	for name, attr := range content.Attributes {
+		f, err := numberAttr(attr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch name {
+		case "input_per_mtok":
+			p.InputPerMTok = f
+		case "output_per_mtok":
+			p.OutputPerMTok = f
+		case "cache_read_per_mtok":
+			p.CacheReadPerMTok = f
+		case "cache_write_per_mtok":
+			p.CacheWritePerMTok = f
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+func boolAttr(attr *hcl.Attribute) (bool, error) {
+	v, err := attrValue(attr)
+	if err != nil {
+		return false, err
+	}
+	if !v.Type().Equals(cty.Bool) {
+		return false, fmt.Errorf("%s: %s: want true or false, got %s", at(attr.NameRange), attr.Name, v.Type().FriendlyName())
+	}
+	return v.True(), nil
 }
 
 func decodeRuntime(b *hcl.Block) (node.RuntimeConfig, error) {
@@ -163,7 +246,7 @@ func decodeRuntime(b *hcl.Block) (node.RuntimeConfig, error) {
 		r.Adapter = s
 	}
 	var errs []error
-	known := slices.Contains([]string{node.AdapterEcho, node.AdapterExec, node.AdapterModel}, r.Adapter)
+	known := slices.Contains(append([]string{node.AdapterEcho, node.AdapterExec, node.AdapterModel}, providerAdapters...), r.Adapter)
 	for _, name := range sortedAttrs(content.Attributes) {
 		attr := content.Attributes[name]
 		if for_ := runtimeSettings[name]; known && for_ != nil && !slices.Contains(for_, r.Adapter) {
@@ -267,6 +350,12 @@ func setRuntimeAttr(r *node.RuntimeConfig, name string, attr *hcl.Attribute) err
 		r.Endpoint, err = stringAttr(attr)
 	case "model":
 		r.Model, err = stringAttr(attr)
+	case "policy":
+		r.Policy, err = stringAttr(attr)
+	case "gateway":
+		var b bool
+		b, err = boolAttr(attr)
+		r.Gateway = &b
 	case "system":
 		r.System, err = stringAttr(attr)
 	case "max_retries":

@@ -42,6 +42,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	session := fs.String("session", "", "bind the launch to this session `ID` (default: create one titled \"PROVIDER in CWD\")")
 	addr := fs.String("addr", "", "fak node to talk to, as `URL` or host:port (env FAK_ADDR; default "+guard.DefaultAddr+")")
 	token := fs.String("token", "", "API `TOKEN` (env FAK_TOKEN; else the file named by FAK_TOKEN_FILE; else ./"+guard.DevTokenFile+")")
+	noMeter := fs.Bool("no-meter", false, "leave the provider's model calls alone (default: point claude, codex and gemini at the node's metering gateway, charged to the launch's session)")
 	var tlsFiles apiclient.TLSFiles
 	registerClientTLSFlags(fs, &tlsFiles)
 	fs.Usage = func() {
@@ -80,7 +81,7 @@ func runGuard(args []string, stdout, stderr io.Writer) int {
 	}
 	code, err := guard.Run(context.Background(), guard.Options{
 		Provider: *provider, SessionID: *session, Addr: baseURL, Token: apiToken, TLS: tlsCfg,
-		Command: fs.Args(), Exe: exe, Cwd: cwd, Environ: os.Environ(),
+		Command: fs.Args(), Exe: exe, Cwd: cwd, Environ: os.Environ(), NoMeter: *noMeter,
 		Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {

@@ -32,6 +32,11 @@ type Epoch struct {
 	// Addr is this node's API address, handed to agent processes as
 	// FAK_ADDR (with no token: a runtime gets none).
 	Addr string
+	// Provider and ThreadID are the session's provider thread when a
+	// provider runtime bound one (Turn.Bind): a runtime of that provider
+	// resumes ThreadID; empty (a fresh, a reset, another provider's
+	// thread): it starts a new thread and binds it.
+	Provider, ThreadID string
 }
 
 // Journal reads the session's model context from the node's local replica:
@@ -115,6 +120,18 @@ type Turn interface {
 	Charge(ctx context.Context, usage *fsmpb.Budget) error
 	// InputSeq is the seq of the input event the turn serves.
 	InputSeq() uint64
+	// Bind records the provider thread the turn runs on (a provider
+	// runtime's resume id); the runner binds it on the session with the
+	// turn's closing write, whatever the turn's outcome, so the next turn,
+	// on any node, resumes it (Epoch.ThreadID).
+	Bind(provider, threadID string)
+}
+
+// Metered is implemented by a runtime whose model calls are charged
+// elsewhere — through the node's gateway — so the runner charges no
+// output words for its turns (they would count the tokens twice).
+type Metered interface {
+	MeteredByGateway() bool
 }
 
 // TurnError is a runtime's failure with a machine-readable reason

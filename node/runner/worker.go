@@ -239,6 +239,9 @@ func (r *Runner) ensureRuntime(ctx context.Context, s *fsmpb.Session, a Adapter,
 // the session's workspace on this node.
 func (r *Runner) epoch(s *fsmpb.Session, n uint64, p *fsmpb.Placement) (Epoch, error) {
 	ep := Epoch{SessionID: s.SessionId, Epoch: n, Placement: p, ResetSeq: s.ResetSeq, Addr: r.cfg.Addr}
+	if s.ProviderThread {
+		ep.Provider, ep.ThreadID = s.Provider, s.ProviderSessionId
+	}
 	if r.cfg.WorkspaceRoot != "" {
 		dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
 		if err != nil {
@@ -340,6 +343,9 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	}
 	tctx, cancel := context.WithCancelCause(ctx)
 	stopWatch := r.watchTurn(tctx, cancel, id, s.Epoch, inputSeq, started)
+	if m, ok := h.runtime.(Metered); ok && m.MeteredByGateway() {
+		t.chargedOT = true // the gateway charged the model calls
+	}
 	res, terr := h.runtime.Turn(tctx, in, t)
 	stopWatch()
 	cause := context.Cause(tctx)
@@ -491,7 +497,20 @@ type turn struct {
 	mu        sync.Mutex
 	words     uint64 // words of the output emitted so far
 	midWord   bool   // the last output ended inside a word
-	chargedOT bool   // the runtime charged output tokens itself
+	chargedOT bool   // the runtime charged output tokens itself (or a gateway meters it)
+	binding   *Binding
+}
+
+func (t *turn) Bind(provider, threadID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.binding = &Binding{Provider: provider, ThreadID: threadID}
+}
+
+func (t *turn) boundThread() *Binding {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.binding
 }
 
 func (t *turn) InputSeq() uint64 { return t.inputSeq }
@@ -601,7 +620,7 @@ func (t *turn) complete(ctx context.Context, tail string, ev Event, usage *fsmpb
 			usage.OutputTokens = words
 		}
 	}
-	w, err := t.write(ctx, Append{Events: events, Usage: usage})
+	w, err := t.write(ctx, Append{Events: events, Usage: usage, Binding: t.boundThread()})
 	if err == nil && w.UsageRefused {
 		t.r.logger.Info("the turn's usage was refused by the budget envelope", "session", t.sessionID,
 			"input", t.inputSeq, "usage", usage.String())

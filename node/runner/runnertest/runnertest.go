@@ -22,6 +22,20 @@ type Turn struct {
 	mu      sync.Mutex
 	events  []runner.Event
 	charges []*fsmpb.Budget
+	binding runner.Binding
+}
+
+func (t *Turn) Bind(provider, threadID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.binding = runner.Binding{Provider: provider, ThreadID: threadID}
+}
+
+// Binding is the provider thread the runtime bound (zero: none).
+func (t *Turn) Binding() runner.Binding {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.binding
 }
 
 func (t *Turn) Emit(_ context.Context, evs ...runner.Event) (uint64, error) {

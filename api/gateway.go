@@ -1,0 +1,174 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api/apiclient"
+	"github.com/fak-dev/fak/api/gateway"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+)
+
+// GatewayConfig is what a node's gateway forwards to and charges by.
+type GatewayConfig struct {
+	Accounts []gateway.Account
+	Prices   gateway.PriceTable
+	// RuntimeKey is the credential this node's own runtimes (the provider
+	// CLIs it runs) call the gateway with: they get no API token.
+	RuntimeKey string
+}
+
+// chargeTimeout bounds how long the gateway keeps retrying one charge
+// (a leader election, a partition) before it gives up and logs it.
+const chargeTimeout = 2 * time.Minute
+
+// newGateway builds the node's metering gateway on this server.
+func (s *Server) newGateway(auth *authInterceptor) *gateway.Handler {
+	cfg := s.cfg.Gateway
+	if cfg == nil {
+		cfg = &GatewayConfig{}
+	}
+	o := gateway.Options{
+		Accounts: cfg.Accounts, Prices: cfg.Prices, Meter: gatewayMeter{s},
+		Logger:       s.logger.Named("gateway"),
+		NewRequestID: func() string { return NewID("gw_") },
+	}
+	if auth.enabled() {
+		o.Authorize = func(token string) error {
+			if cfg.RuntimeKey != "" && subtle.ConstantTimeCompare([]byte(token), []byte(cfg.RuntimeKey)) == 1 {
+				return nil
+			}
+			h := http.Header{}
+			h.Set("Authorization", "Bearer "+token)
+			return auth.require(RoleAgent, h)
+		}
+	}
+	return gateway.New(o)
+}
+
+// gatewayMeter is the gateway's Meter: admission reads the local replica
+// (no round trip before the upstream is called); a refusal and every
+// charge are FSM commands, proposed through the leader like RecordUsage.
+type gatewayMeter struct{ s *Server }
+
+func (m gatewayMeter) Admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
+	adm, err := m.admit(ctx, c)
+	var ref *gateway.Refusal
+	if errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound) {
+		// Maybe only this replica does not know it yet (a session created
+		// a moment ago through another node): catch up once, ask again.
+		if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr == nil {
+			return m.admit(ctx, c)
+		}
+	}
+	return adm, err
+}
+
+func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
+	f := m.s.fsm
+	adm := gateway.Admission{SessionID: c.TraceID}
+	id := c.TraceID
+	switch {
+	case c.TraceID != "":
+	case c.LaunchID != "":
+		l, err := f.Launch(c.LaunchID)
+		if err != nil {
+			return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "launch %s is not known to this fleet", c.LaunchID)
+		}
+		// The charge names the launch: the FSM resolves its default
+		// session when it applies, so a clear just before charges the
+		// child.
+		adm.LaunchID, id = c.LaunchID, l.DefaultSession
+	default:
+		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonInvalidArgument),
+			"no session to charge: send %s: <session id>, or call through a launch (%s or /gateway/launch/<id>/…)", gateway.HeaderTraceID, gateway.HeaderLaunch)
+	}
+	s, err := f.Session(id)
+	if err != nil {
+		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s is not known to this fleet", id)
+	}
+	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
+		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonSessionStopped), "session %s is stopped (%s)", id, s.StopReason)
+	}
+	env, err := f.Envelope(s.EnvelopeId)
+	if err != nil {
+		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
+	}
+	axis := fsm.Exhausted(env, s)
+	if axis == "" {
+		return adm, nil
+	}
+	// The replica says used up. The cluster decides: the call's query,
+	// charged now, is refused by the FSM, which journals the refusal; if
+	// this replica was behind (a limit raised), it is charged and the
+	// call goes on, its query paid.
+	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false)
+	switch {
+	case err == nil:
+		adm.Prepaid = true
+		return adm, nil
+	case apiclient.ErrorInfo(err).GetReason() == string(fsm.ReasonBudgetExhausted):
+		return adm, &gateway.Refusal{Status: http.StatusTooManyRequests, Reason: string(fsm.ReasonBudgetExhausted), Axis: axis,
+			Message: "the " + axis + " budget of session " + id + " is exhausted"}
+	}
+	return adm, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "checking the budget of session %s: %v", id, err)
+}
+
+// Charge records a finished call's usage, incurred, retrying under one
+// request id (the FSM counts it once) until it lands or chargeTimeout.
+func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), chargeTimeout)
+	defer cancel()
+	if requestID == "" {
+		requestID = NewID("gw_")
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		_, err := m.record(ctx, a, BudgetToAPI(usage), requestID, true)
+		if err == nil {
+			return
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			m.s.logger.Warn("gateway: a model call's usage was not charged", "session", a.SessionID, "launch", a.LaunchID,
+				"usage", usage.String(), "error", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+}
+
+// record proposes a RecordUsage through the leader, with this node's own
+// credential (the caller was authorized by the gateway).
+func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fakv1.Budget, requestID string, incurred bool) (*fakv1.RecordUsageResponse, error) {
+	req := connect.NewRequest(&fakv1.RecordUsageRequest{SessionId: a.SessionID, LaunchId: a.LaunchID, Usage: usage,
+		RequestId: requestID, Incurred: incurred})
+	for k, v := range m.nodeHeader() {
+		req.Header()[k] = v
+	}
+	resp, err := (&lifecycleHandler{s: m.s}).RecordUsage(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// nodeHeader carries this node's own credential, for what the gateway asks
+// of the leader on a caller's behalf (the caller was authorized here).
+func (m gatewayMeter) nodeHeader() http.Header {
+	h := http.Header{}
+	if secret, ok := OperatorSecret(m.s.cfg.Tokens); ok {
+		h.Set("Authorization", "Bearer "+secret)
+	}
+	return h
+}
