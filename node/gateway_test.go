@@ -23,7 +23,7 @@ import (
 
 // gatewayFleet is a three-node fleet whose gateways forward all three
 // providers to one fake upstream, with integer prices (exact micros).
-func gatewayFleet(t *testing.T) (*testcluster.Cluster, *gatewaytest.Upstream) {
+func gatewayFleet(t testing.TB) (*testcluster.Cluster, *gatewaytest.Upstream) {
 	up := gatewaytest.New()
 	t.Cleanup(up.Close)
 	t.Setenv("FAK_TEST_UPSTREAM_KEY", "sk-upstream")
@@ -61,7 +61,7 @@ var gatewayCalls = []gatewayCall{
 // do sends call i (its body differs per i, so its usage does) to base
 // (a node's gateway URL, /gateway/ or a launch path) and reads the whole
 // answer.
-func (gc gatewayCall) do(t *testing.T, client *http.Client, base string, i int, hdr map[string]string) (int, string) {
+func (gc gatewayCall) do(t testing.TB, client *http.Client, base string, i int, hdr map[string]string) (int, string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"call %d"}]}`, gc.model, gc.stream, i)
 	req, _ := http.NewRequest(http.MethodPost, base+gc.path, strings.NewReader(body))
@@ -87,7 +87,7 @@ func (gc gatewayCall) do(t *testing.T, client *http.Client, base string, i int, 
 	return resp.StatusCode, string(b)
 }
 
-func envelopeOf(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, id string) *fakv1.Envelope {
+func envelopeOf(t testing.TB, c *testcluster.Cluster, n *testcluster.Node, id string) *fakv1.Envelope {
 	t.Helper()
 	d, err := c.Sessions(n).DescribeSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{
 		SessionId: id, Consistency: fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE}))

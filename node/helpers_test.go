@@ -13,13 +13,13 @@ import (
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func createSession(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, title string) string {
+func createSession(t testing.TB, c *testcluster.Cluster, n *testcluster.Node, title string) string {
 	t.Helper()
 	resp, err := c.Sessions(n).CreateSession(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.CreateSessionRequest{Title: title}))
 	if err != nil {

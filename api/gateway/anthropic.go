@@ -29,40 +29,34 @@ func (a *anthropicUsage) merge(u *Usage) {
 	u.Seen = true
 }
 
-type anthropicStream struct {
-	sseReader
-	u Usage
-}
+type anthropicStream struct{ sseReader }
 
 func newAnthropicStream() *anthropicStream {
 	s := &anthropicStream{}
 	s.hint = [][]byte{[]byte(`"message_start"`), []byte(`"message_delta"`)}
-	s.onData = func(payload []byte) {
-		var ev struct {
-			Type    string `json:"type"`
-			Message struct {
-				Model string          `json:"model"`
-				Usage *anthropicUsage `json:"usage"`
-			} `json:"message"`
-			Usage *anthropicUsage `json:"usage"`
-		}
-		if !decode(payload, &ev) {
-			return
-		}
-		switch ev.Type {
-		case "message_start":
-			if ev.Message.Model != "" {
-				s.u.Model = ev.Message.Model
-			}
-			ev.Message.Usage.merge(&s.u)
-		case "message_delta":
-			ev.Usage.merge(&s.u)
-		}
-	}
 	return s
 }
 
-func (s *anthropicStream) Usage() Usage { return s.u }
+func (s *anthropicStream) Usage() Usage {
+	var u Usage
+	var start struct {
+		Message struct {
+			Model string          `json:"model"`
+			Usage *anthropicUsage `json:"usage"`
+		} `json:"message"`
+	}
+	if p := s.payload(0); p != nil && decode(p, &start) {
+		u.Model = start.Message.Model
+		start.Message.Usage.merge(&u)
+	}
+	var delta struct {
+		Usage *anthropicUsage `json:"usage"`
+	}
+	if p := s.payload(1); p != nil && decode(p, &delta) {
+		delta.Usage.merge(&u) // cumulative: the last one holds the totals
+	}
+	return u
+}
 
 func anthropicBody(body []byte) Usage {
 	var m struct {

@@ -42,24 +42,22 @@ func (c *geminiChunk) take(u *Usage) {
 	u.Seen = true
 }
 
-type geminiStream struct {
-	sseReader
-	u Usage
-}
+type geminiStream struct{ sseReader }
 
 func newGeminiSSE() *geminiStream {
 	s := &geminiStream{}
-	s.hint = [][]byte{[]byte(`"usageMetadata"`)}
-	s.onData = func(payload []byte) {
-		var c geminiChunk
-		if decode(payload, &c) {
-			c.take(&s.u)
-		}
-	}
+	s.hint = [][]byte{[]byte(`"usageMetadata":{`)}
 	return s
 }
 
-func (s *geminiStream) Usage() Usage { return s.u }
+func (s *geminiStream) Usage() Usage {
+	var u Usage
+	var c geminiChunk
+	if p := s.payload(0); p != nil && decode(p, &c) {
+		c.take(&u)
+	}
+	return u
+}
 
 // geminiBody reads a generateContent body (one object) or a
 // streamGenerateContent body without alt=sse (a JSON array of chunks,

@@ -18,14 +18,23 @@ type usageReader interface {
 // past it the line is skipped, never the stream.
 const maxLine = 8 << 20
 
-// sseReader splits an SSE stream into lines and hands each data payload
-// that may carry usage (hint) to onData. Lines without the hint are never
-// decoded: parsing is a byte search per chunk, not a JSON decode.
+// sseReader splits an SSE stream into lines and keeps, for each hint, the
+// last data payload that holds it; Usage decodes only those, once, at the
+// end (or when a cut-short call is charged). Streaming costs a byte search
+// per line, never a JSON decode per chunk.
 type sseReader struct {
 	hint    [][]byte
-	onData  func(payload []byte)
+	last    [][]byte // per hint: the last payload holding it
 	partial []byte
 	skip    bool // the current line passed maxLine
+}
+
+// payload is the last data payload that held hint i (nil: none).
+func (r *sseReader) payload(i int) []byte {
+	if i >= len(r.last) {
+		return nil
+	}
+	return r.last[i]
 }
 
 func (r *sseReader) Write(p []byte) (int, error) {
@@ -67,9 +76,12 @@ func (r *sseReader) line(line []byte) {
 	if !ok {
 		return
 	}
-	for _, h := range r.hint {
+	if r.last == nil {
+		r.last = make([][]byte, len(r.hint))
+	}
+	for i, h := range r.hint {
 		if bytes.Contains(payload, h) {
-			r.onData(bytes.TrimSpace(payload))
+			r.last[i] = append(r.last[i][:0], bytes.TrimSpace(payload)...)
 			return
 		}
 	}

@@ -1,5 +1,7 @@
 package gateway
 
+import "encoding/json"
+
 // OpenAI usage (research notes §4). Chat Completions: the last chunk's
 // usage (with stream_options.include_usage, which the gateway adds),
 // prompt_tokens including the cached ones. Responses: the usage of
@@ -34,44 +36,40 @@ func (r *responsesUsage) usage(model string) Usage {
 		OutputTokens: r.OutputTokens, Seen: true}
 }
 
+// openAIStream keeps the last payload that mentions usage; the last
+// chunk of a Chat Completions stream, response.completed of a Responses
+// stream, holds the call's.
 type openAIStream struct {
 	sseReader
-	u Usage
+	parse func([]byte) Usage
 }
 
 func newChatStream() *openAIStream {
-	s := &openAIStream{}
-	s.hint = [][]byte{[]byte(`"usage"`)}
-	s.onData = func(payload []byte) {
-		var c struct {
-			Model string     `json:"model"`
-			Usage *chatUsage `json:"usage"`
-		}
-		if decode(payload, &c) && c.Usage != nil {
-			s.u = c.Usage.usage(c.Model)
-		}
-	}
+	s := &openAIStream{parse: chatBody}
+	s.hint = [][]byte{[]byte(`"usage":{`)}
 	return s
 }
 
 func newResponsesStream() *openAIStream {
-	s := &openAIStream{}
-	s.hint = [][]byte{[]byte(`"usage"`)}
-	s.onData = func(payload []byte) {
+	s := &openAIStream{parse: func(p []byte) Usage {
 		var ev struct {
-			Response struct {
-				Model string          `json:"model"`
-				Usage *responsesUsage `json:"usage"`
-			} `json:"response"`
+			Response json.RawMessage `json:"response"`
 		}
-		if decode(payload, &ev) && ev.Response.Usage != nil {
-			s.u = ev.Response.Usage.usage(ev.Response.Model)
+		if !decode(p, &ev) {
+			return Usage{}
 		}
-	}
+		return responsesBody(ev.Response)
+	}}
+	s.hint = [][]byte{[]byte(`"usage":{`)}
 	return s
 }
 
-func (s *openAIStream) Usage() Usage { return s.u }
+func (s *openAIStream) Usage() Usage {
+	if p := s.payload(0); p != nil {
+		return s.parse(p)
+	}
+	return Usage{}
+}
 
 func chatBody(body []byte) Usage {
 	var c struct {
