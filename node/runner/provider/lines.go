@@ -1,0 +1,107 @@
+package provider
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxLineBytes bounds one line of a CLI's stdout. A provider's line holds
+// a whole message or tool result (a file the agent read, say), so the
+// bound is generous; a longer line fails the turn rather than fak's
+// memory.
+const maxLineBytes = 16 << 20
+
+// errLineTooLong: a line past maxLineBytes.
+var errLineTooLong = fmt.Errorf("longer than %d bytes (16 MiB)", maxLineBytes)
+
+// lineReader splits a CLI's stdout into lines, numbered from 1.
+type lineReader struct {
+	r *bufio.Reader
+	n int // the number of the line last read
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next line without its end. The last line may lack a
+// newline. A line longer than maxLineBytes is errLineTooLong, read no
+// further: the turn ends there.
+func (l *lineReader) next() ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := l.r.ReadSlice('\n')
+		if len(line)+len(frag) > maxLineBytes+2 { // room for "\r\n"
+			l.n++
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+		case err != nil:
+			return nil, err
+		}
+		l.n++
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > maxLineBytes {
+			return nil, errLineTooLong
+		}
+		return line, nil
+	}
+}
+
+// lineType checks that line is a JSON object with a string "type", the
+// one shape all three CLIs share, and returns the type. What else a line
+// holds is the dialect's to read.
+func lineType(line []byte) (string, error) {
+	if b := bytes.TrimSpace(line); len(b) == 0 || b[0] != '{' {
+		return "", fmt.Errorf("not a JSON object: %s", truncate(string(line), 120))
+	}
+	var head struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return "", errors.New(`"type" is not a string`)
+		}
+		return "", fmt.Errorf("not JSON: %v", err)
+	}
+	if head.Type == nil || *head.Type == "" {
+		return "", errors.New(`no "type"`)
+	}
+	return *head.Type, nil
+}
+
+// decode unmarshals a line into a dialect's struct; a field of the wrong
+// shape is the CLI's protocol error.
+func decode(line []byte, typ string, v any) error {
+	if err := json.Unmarshal(line, v); err != nil {
+		return fmt.Errorf("%s: %v", typ, err)
+	}
+	return nil
+}
+
+// encodeLine marshals v as one line: JSON escapes every newline inside
+// strings, and the encoder ends the line.
+func encodeLine(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only values that cannot fail are encoded: fak's own structs
+		// and JSON the CLI sent.
+		panic(fmt.Sprintf("provider: encoding %T: %v", v, err))
+	}
+	return b.Bytes()
+}
+
+// marshal is an event's JSON data.
+func marshal(v any) []byte { return bytes.TrimSuffix(encodeLine(v), []byte("\n")) }
