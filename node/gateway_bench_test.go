@@ -19,16 +19,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gateway"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
 
 // cpuTime is the process's CPU time so far (user + system).
@@ -216,7 +216,6 @@ func BenchmarkGatewayExact(b *testing.B) {
 			after.PromptTokens-before.PromptTokens, after.OutputTokens-before.OutputTokens)
 	}
 }
-
 
 // benchStreams is the overhead benchmark's concurrency: 64, or
 // FAK_BENCH_STREAMS.

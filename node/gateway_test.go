@@ -209,6 +209,18 @@ func TestGateway_ChargesTheLaunchDefaultSessionAcrossAClear(t *testing.T) {
 	if code, body := gatewayCalls[1].do(t, c.HTTPClient(), base, 1, nil); code != 200 {
 		t.Fatalf("call before the clear: %d %s", code, body)
 	}
+	charged := func(id string) int {
+		k := 0
+		for _, ev := range readAll(t, c, n, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
+			if ev.Kind == "budget.charged" {
+				k++
+			}
+		}
+		return k
+	}
+	// The charge names the launch; the FSM resolves its default session
+	// as it applies. Let the first land before the clear.
+	c.WaitFor(30*time.Second, "the parent's charge", func() bool { return charged(parent) == 1 })
 	hook("clear", "c-2")
 	d, err := lc.DescribeLaunch(ctxT(t, 15*time.Second), connect.NewRequest(&fakv1.DescribeLaunchRequest{LaunchId: "lnc_gw"}))
 	if err != nil {
@@ -220,15 +232,6 @@ func TestGateway_ChargesTheLaunchDefaultSessionAcrossAClear(t *testing.T) {
 	}
 	if code, body := gatewayCalls[1].do(t, c.HTTPClient(), base, 2, nil); code != 200 {
 		t.Fatalf("call after the clear: %d %s", code, body)
-	}
-	charged := func(id string) int {
-		k := 0
-		for _, ev := range readAll(t, c, n, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
-			if ev.Kind == "budget.charged" {
-				k++
-			}
-		}
-		return k
 	}
 	c.WaitFor(30*time.Second, "the child's charge", func() bool { return charged(child) == 1 })
 	if k := charged(parent); k != 1 {
