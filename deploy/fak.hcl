@@ -51,6 +51,54 @@ capacity = 50
 # model       = ["claude-sonnet-4"]
 # account_ref = ["team-a"]
 
+# The metering gateway every node serves at /gateway/<provider>/… forwards
+# model calls with an account of the provider and charges them to the
+# session (X-Trace-Id) or the guarded launch's default session, priced by
+# the price blocks (per million tokens; a prefix ends in '*'). Keys stay on
+# the node: the environment variable (systemd EnvironmentFile=) or a file.
+account "anthropic-main" {
+  provider    = "anthropic"
+  upstream    = "https://api.anthropic.com"
+  api_key_env = "ANTHROPIC_API_KEY"
+}
+account "openai-main" {
+  provider     = "openai"
+  api_key_file = "/etc/fak/openai.key"
+}
+account "gemini-main" {
+  provider     = "gemini"
+  api_key_env  = "GEMINI_API_KEY"
+  pass_through = true # a caller's own key, when it brings one (with fak's token in X-Fak-Token)
+}
+price "claude-sonnet-4*" {
+  input_per_mtok       = 3
+  output_per_mtok      = 15
+  cache_read_per_mtok  = 0.3
+  cache_write_per_mtok = 3.75
+}
+price "gpt-4.1*" {
+  input_per_mtok      = 2
+  output_per_mtok     = 8
+  cache_read_per_mtok = 0.5
+}
+price "gemini-2.5-pro*" {
+  input_per_mtok  = 1.25
+  output_per_mtok = 10
+}
+
+# Provider CLIs as session runtimes (docs/guard.md): install the CLI on the
+# node, then name it here. Through the gateway by default (an account of
+# the provider above); policy says who decides tool approvals.
+# runtime "claude" {
+#   adapter = "claude"
+#   command = ["/usr/local/bin/claude"]
+#   policy  = "ask"             # approvals go to fak's clients
+# }
+# runtime "codex" {
+#   adapter = "codex"
+#   policy  = "workspace-write" # the sandbox decides
+# }
+
 # Recover a dead node's sessions elsewhere after this long (a duration).
 recover_after = "2m"
 

@@ -199,12 +199,12 @@ func flatAttributes(rest hcl.Body) (hcl.Attributes, hcl.Diagnostics) {
 	}
 	var diags hcl.Diagnostics
 	for _, blk := range b.Blocks {
-		if blk.Type == "runtime" || blk.Type == "account" {
+		if blk.Type == "runtime" || blk.Type == "account" || blk.Type == "price" {
 			continue
 		}
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
 			Summary: fmt.Sprintf("Unexpected %q block", blk.Type),
-			Detail:  "The only blocks are runtime \"NAME\" { ... } and account \"NAME\" { ... }; write other settings as key = value.",
+			Detail:  "The only blocks are runtime \"NAME\" { ... }, account \"NAME\" { ... } and price \"MODEL\" { ... }; write other settings as key = value.",
 			Subject: &blk.TypeRange})
 	}
 	attrs := make(hcl.Attributes, len(b.Attributes))

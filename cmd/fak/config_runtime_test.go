@@ -57,7 +57,7 @@ func TestConfigRuntimeBlocks(t *testing.T) {
 // Problems a block can have are reported with file:line and what to write.
 func TestConfigRuntimeBlockErrors(t *testing.T) {
 	for _, tc := range []struct{ name, hcl, want string }{
-		{"wrong adapter's setting", "runtime \"a\" {\n adapter = \"model\"\n command = [\"x\"]\n}\n", `bad.hcl:3: command is not a setting of adapter "model" (it is for exec)`},
+		{"wrong adapter's setting", "runtime \"a\" {\n adapter = \"model\"\n command = [\"x\"]\n}\n", `bad.hcl:3: command is not a setting of adapter "model" (it is for exec, claude, codex, gemini)`},
 		{"unknown setting", "runtime \"a\" {\n adapter = \"exec\"\n comand = [\"x\"]\n}\n", "bad.hcl:3"},
 		{"no adapter", "runtime \"a\" {\n command = [\"x\"]\n}\n", `bad.hcl:1`},
 		{"approve", "runtime \"a\" {\n adapter = \"model\"\n approve = \"always\"\n}\n", `approve = "always": write approve = "ask" or a list`},
@@ -79,7 +79,7 @@ func TestConfigRuntimeBlockErrors(t *testing.T) {
 func TestAgentRefusesBadRuntimeBlock(t *testing.T) {
 	for _, tc := range []struct{ hcl, want string }{
 		{"runtime \"a\" {\n adapter = \"exec\"\n}\n", `agent.hcl:1: runtime "a": adapter "exec" needs a command, e.g. command = [`},
-		{"runtime \"a\" {\n adapter = \"shell\"\n}\n", `agent.hcl:1: runtime "a": unknown adapter "shell"; write adapter = "exec", "model" or "echo"`},
+		{"runtime \"a\" {\n adapter = \"shell\"\n}\n", `agent.hcl:1: runtime "a": unknown adapter "shell"; write adapter = "exec", "model", "claude", "codex", "gemini" or "echo"`},
 		{"runtime \"g\" {\n adapter = \"model\"\n endpoint = \"http://x/v1\"\n model = \"m\"\n account_ref = \"nope\"\n}\n", `agent.hcl:1: runtime "g": unknown account "nope"; add account "nope"`},
 		{"runtime \"echo\" {\n adapter = \"echo\"\n}\n", `the name is reserved`},
 	} {
@@ -113,3 +113,69 @@ func TestConfigPriceBlock(t *testing.T) {
 }
 
 var _ = flag.ContinueOnError
+
+// Provider CLI runtimes, gateway accounts and price blocks (issue 15).
+func TestConfigProviderAndGatewayBlocks(t *testing.T) {
+	f := newTestAgentFlags()
+	blocks, err := parseAgentConfig(f.fs, []string{"--config", writeConfig(t, "fak.hcl", `name = "n1"
+runtime "claude" {
+  adapter = "claude"
+  command = ["/usr/local/bin/claude", "--bare"]
+  model   = "claude-sonnet-4"
+  policy  = "ask"
+  gateway = false
+}
+runtime "codex" {
+  adapter = "codex"
+  policy  = "workspace-write"
+}
+account "anthropic-main" {
+  provider     = "anthropic"
+  upstream     = "http://127.0.0.1:9000"
+  api_key_env  = "ANTHROPIC_API_KEY"
+  pass_through = true
+}
+price "claude-sonnet-4*" {
+  input_per_mtok       = 3
+  output_per_mtok      = 15
+  cache_read_per_mtok  = 0.3
+  cache_write_per_mtok = 3.75
+}
+`)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, f.out.String())
+	}
+	if len(blocks.Runtimes) != 2 || len(blocks.Accounts) != 1 || len(blocks.Prices) != 1 {
+		t.Fatalf("blocks %+v", blocks)
+	}
+	cl, cx := blocks.Runtimes[0], blocks.Runtimes[1]
+	if cl.Adapter != "claude" || strings.Join(cl.Command, " ") != "/usr/local/bin/claude --bare" || cl.Model != "claude-sonnet-4" ||
+		cl.Policy != "ask" || cl.Gateway == nil || *cl.Gateway {
+		t.Fatalf("claude runtime %+v", cl)
+	}
+	if cx.Adapter != "codex" || cx.Policy != "workspace-write" || cx.Gateway != nil {
+		t.Fatalf("codex runtime %+v", cx)
+	}
+	if a := blocks.Accounts[0]; a.Provider != "anthropic" || a.Upstream != "http://127.0.0.1:9000" || !a.PassThrough || a.APIKeyEnv != "ANTHROPIC_API_KEY" {
+		t.Fatalf("account %+v", a)
+	}
+	if p := blocks.Prices[0]; p.Model != "claude-sonnet-4*" || p.InputPerMTok != 3 || p.OutputPerMTok != 15 || p.CacheReadPerMTok != 0.3 ||
+		p.CacheWritePerMTok != 3.75 || !strings.HasSuffix(p.Source, "fak.hcl:19") {
+		t.Fatalf("price %+v", p)
+	}
+}
+
+// A provider block's settings belong to it, and the gateway's checks name
+// the line and what to write.
+func TestConfigProviderBlockErrors(t *testing.T) {
+	for _, tt := range []struct{ text, want string }{
+		{"runtime \"c\" {\n adapter = \"codex\"\n protocol = \"jsonl\"\n}\n", `bad.hcl:3: protocol is not a setting of adapter "codex" (it is for exec)`},
+		{"runtime \"c\" {\n adapter = \"claude\"\n gateway = \"yes\"\n}\n", `bad.hcl:3: gateway: want true or false, got string`},
+		{"price \"m\" {\n input_per_mtok = \"3\"\n}\n", `bad.hcl:2: input_per_mtok: want a number`},
+	} {
+		out, path := configErrors(t, "bad.hcl", tt.text)
+		if !strings.Contains(out, strings.Replace(tt.want, "bad.hcl", path, 1)) {
+			t.Errorf("want %q in:\n%s", tt.want, out)
+		}
+	}
+}
