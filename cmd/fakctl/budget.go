@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +104,9 @@ func budgetAxes(e *fakv1.Envelope) []budgetAxis {
 		}
 		a.exhausted = a.limited && a.rest == 0
 	}
-	return axes
+	// Input tokens are counted only where model calls are metered (a
+	// gateway): an envelope that never saw one does not show the axis.
+	return slices.DeleteFunc(axes, func(a budgetAxis) bool { return a.name == "input tokens" && !a.limited && a.used == 0 })
 }
 
 // writeBudget prints an envelope: a title line with what is shared and

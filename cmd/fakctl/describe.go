@@ -173,6 +173,9 @@ func formatProvider(s *fakv1.Session) string {
 	case provider == "":
 		return "provider session " + id
 	}
+	if s.GetProviderThread() {
+		return provider + ", thread " + id + " (the next turn resumes it)"
+	}
 	return provider + ", provider session " + id
 }
 

@@ -377,6 +377,11 @@ class SessionView {
     row("Epoch", str(s.epoch || "0"), " on ", d.computeNode || p.node || "?",
       " · ", [p.runtimeAdapter, p.provider, p.model].filter(Boolean).join(" / ") || "default adapter");
     row("Head", "#" + str(s.headSeq || "0"));
+    if (s.providerSessionId) {
+      row("Provider", [s.provider, s.providerThread ? "thread " + s.providerSessionId + " (the next turn resumes it)" :
+        "session " + s.providerSessionId].filter(Boolean).join(", "));
+    }
+    if (p.approvals) row("Approvals", "decided by the runtime: " + p.approvals);
     const pending = [];
     if (u64(pend.turnInputSeq)) pending.push("turn running for input #" + pend.turnInputSeq);
     if ((pend.queuedInputs || []).length) pending.push("queued " + pend.queuedInputs.map((q) => "#" + q).join(", "));
