@@ -82,6 +82,10 @@ func TestAgentRefusesBadRuntimeBlock(t *testing.T) {
 		{"runtime \"a\" {\n adapter = \"shell\"\n}\n", `agent.hcl:1: runtime "a": unknown adapter "shell"; write adapter = "exec", "model", "claude", "codex", "gemini" or "echo"`},
 		{"runtime \"g\" {\n adapter = \"model\"\n endpoint = \"http://x/v1\"\n model = \"m\"\n account_ref = \"nope\"\n}\n", `agent.hcl:1: runtime "g": unknown account "nope"; add account "nope"`},
 		{"runtime \"echo\" {\n adapter = \"echo\"\n}\n", `the name is reserved`},
+		{"account \"a\" {\n provider = \"azure\"\n api_key_env = \"X\"\n}\n", `agent.hcl:1: account "a": unknown provider "azure"; write provider = "anthropic", "openai" or "gemini"`},
+		{"account \"a\" {\n upstream = \"http://x\"\n api_key_env = \"X\"\n}\n", `agent.hcl:1: account "a": upstream and pass_through need the account's provider`},
+		{"runtime \"c\" {\n adapter = \"claude\"\n gateway = true\n}\n", `agent.hcl:1: runtime "c": gateway = true needs an account of provider "anthropic" on this node`},
+		{"runtime \"x\" {\n adapter = \"codex\"\n policy = \"yolo\"\n}\n", `agent.hcl:1: runtime "x": codex runtime "x": `},
 	} {
 		path := writeConfig(t, "agent.hcl", tc.hcl)
 		var out, errOut bytes.Buffer
