@@ -36,7 +36,7 @@ func (h *runnerHandler) AppendRunnerEvents(ctx context.Context, req *connect.Req
 	}
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
-			ra := &fsmpb.RunnerAppend{SessionId: m.SessionId, Epoch: m.Epoch, Events: eventInputsFromAPI(m.Events), ChargeTurn: m.ChargeTurn, StartsInput: m.StartsInput}
+			ra := &fsmpb.RunnerAppend{SessionId: m.SessionId, Epoch: m.Epoch, Events: eventInputsFromAPI(m.Events), ChargeTurn: m.ChargeTurn, StartsInput: m.StartsInput, TurnOnly: m.TurnOnly}
 			if m.Usage != nil {
 				ra.Usage = budgetFromAPI(m.Usage)
 			}

@@ -258,7 +258,11 @@ func (a *applier) chargeTurnStart(c *fsmpb.Command, s *fsmpb.Session, cmd *fsmpb
 	if err := canStartTurn(s, 0, cmd.StartsInput); err != nil {
 		return false, err
 	}
-	_, err := a.charge(c, s, &fsmpb.Budget{Turns: 1, Queries: 1}, 0, "")
+	charge := &fsmpb.Budget{Turns: 1, Queries: 1}
+	if cmd.TurnOnly {
+		charge.Queries = 0
+	}
+	_, err := a.charge(c, s, charge, 0, "")
 	if err == nil {
 		return false, nil
 	}

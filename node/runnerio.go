@@ -66,7 +66,7 @@ func localAddr(a net.Addr) string {
 
 func (w *apiWriter) AppendRunnerEvents(ctx context.Context, a runner.Append) (runner.Appended, error) {
 	req := &fakv1.AppendRunnerEventsRequest{SessionId: a.SessionID, Epoch: a.Epoch, RequestId: a.RequestID, ChargeTurn: a.ChargeTurn,
-		StartsInput: a.StartsInput}
+		StartsInput: a.StartsInput, TurnOnly: a.TurnOnly}
 	if a.Binding != nil {
 		req.BindingProvider, req.BindingThreadId = a.Binding.Provider, a.Binding.ThreadID
 	}

@@ -41,13 +41,19 @@ func (c *Config) buildAdapter(r RuntimeConfig) (runner.Adapter, error) {
 				retries = -1 // never
 			}
 		}
-		return model.New(model.Options{
+		o := model.Options{
 			Name: r.Name, Endpoint: r.Endpoint, Model: r.Model, AccountRef: r.AccountRef,
 			ResolveKey: c.resolveKey, Tools: r.Tools, AutoApprove: r.Approve,
 			Price:  model.Price{InputPerMTok: r.InputPerMTok, OutputPerMTok: r.OutputPerMTok},
 			System: r.System, TurnTimeout: r.TurnTimeout, MaxRetries: retries,
 			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Logger: c.Logger,
-		})
+		}
+		if r.Gateway != nil && *r.Gateway {
+			// Through this node's gateway: its account's upstream serves
+			// the calls, its price table prices them.
+			o.Gateway = &model.Gateway{URL: c.gatewayURL, Key: c.runtimeKey, Account: r.AccountRef}
+		}
+		return model.New(o)
 	case AdapterClaude, AdapterCodex, AdapterGemini:
 		return c.providerAdapter(r)
 	}

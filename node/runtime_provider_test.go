@@ -9,9 +9,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/gateway"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node"
+	"github.com/fak-dev/fak/node/runner/model/modeltest"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -107,5 +109,48 @@ func TestProviderRuntimes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fak's own model runtime through its node's gateway (gateway = true): the
+// gateway charges each model call — a query, its tokens, its spend by the
+// node's price table — and the runtime only its tool calls; the turn's
+// own charge is the turn without a query, so nothing counts twice.
+func TestModelRuntimeThroughTheGateway(t *testing.T) {
+	srv := modeltest.NewServer()
+	t.Cleanup(srv.Close)
+	on := true
+	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
+		cfg.Accounts = append(cfg.Accounts, node.AccountConfig{Name: "local", Provider: "openai", Upstream: srv.URL, PassThrough: true})
+		cfg.Prices = []node.PriceConfig{{Model: "fake-*", Price: gateway.Price{InputPerMTok: 2, OutputPerMTok: 8}}}
+		cfg.Runtimes = append(cfg.Runtimes, node.RuntimeConfig{Name: "gpt-gw", Adapter: node.AdapterModel, Model: "fake-4",
+			AccountRef: "local", Gateway: &on, Tools: []string{"list_files"}, Approve: []string{"list_files"}})
+	}})
+	n1 := c.Node("n1")
+	id := createPlaced(t, c, n1, "gpt-gw", "n2")
+	att := talk(t, c, n1, id)
+	srv.Script(
+		modeltest.Reply{Text: "Let me look.", ToolCalls: []modeltest.ToolCall{{ID: "call_1", Name: "list_files", Arguments: `{"path":"."}`}},
+			Usage: &modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
+		modeltest.Reply{Text: "Nothing there.", Usage: &modeltest.Usage{PromptTokens: 150, CompletionTokens: 20}},
+	)
+	in := actAt(t, c, n1, id, att, 1, "what is in the workspace?")
+	if f, evs := completedTurn(t, c, n1, id, in); f["status"] != "completed" {
+		t.Fatalf("turn %v:\n%s", f, transcript(evs))
+	}
+	for _, r := range srv.Requests() {
+		if r.Header.Get("X-Trace-Id") != "" || r.Header.Get("Authorization") != "" {
+			t.Fatalf("the upstream saw fak's headers or the runtime key: %v", r.Header)
+		}
+	}
+	var used *fakv1.Budget
+	c.WaitFor(30*time.Second, "the gateway's charges", func() bool {
+		used = envelopeOf(t, c, n1, id).GetUsed()
+		return used.GetQueries() >= 2
+	})
+	// Two calls: 250 prompt and 30 output tokens, 250×2 + 30×8 micros.
+	if used.GetTurns() != 1 || used.GetQueries() != 2 || used.GetInputTokens() != 250 || used.GetOutputTokens() != 30 ||
+		used.GetSpendMicros() != 740 || used.GetToolCalls() != 1 {
+		t.Fatalf("envelope used %v: want 1 turn, 2 queries, 250 input and 30 output tokens, 740 µ spend, 1 tool call", used)
 	}
 }

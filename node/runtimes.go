@@ -61,13 +61,15 @@ type RuntimeConfig struct {
 	// EchoTurn: echo's turn length (0: the node's --echo-turn).
 	EchoTurn time.Duration
 
+	// model (gateway = true) and claude, codex, gemini: see Gateway.
 	// claude, codex, gemini: Command is the CLI and extra arguments
 	// (empty: the adapter's name on PATH), Model the model it is asked
 	// for. Policy is who decides tool approvals: claude "ask" (fak's
 	// clients, the default) or a permission mode; codex a sandbox level;
 	// gemini an approval mode. Gateway points the CLI at this node's
 	// metering gateway (nil: when the node has an account of its
-	// provider).
+	// provider); a model runtime calls through it only when true, to the
+	// upstream of its account_ref (an openai account).
 	Policy  string
 	Gateway *bool
 }
@@ -151,7 +153,11 @@ func (c *Config) checkRuntimes() error {
 				errs = append(errs, fmt.Errorf(`%s: unknown protocol %q; write protocol = "text" or protocol = "jsonl"`, at, r.Protocol))
 			}
 		case AdapterModel:
-			if r.Endpoint == "" || !(strings.HasPrefix(r.Endpoint, "http://") || strings.HasPrefix(r.Endpoint, "https://")) {
+			viaGateway := r.Gateway != nil && *r.Gateway
+			if viaGateway && !slices.ContainsFunc(c.Accounts, func(a AccountConfig) bool { return a.Name == r.AccountRef && a.Provider == "openai" }) {
+				errs = append(errs, fmt.Errorf(`%s: gateway = true needs account_ref naming an account of provider "openai" (its upstream serves the calls), e.g. account "local" { provider = "openai"  upstream = "http://127.0.0.1:8080"  pass_through = true }`, at))
+			}
+			if !viaGateway && (r.Endpoint == "" || !(strings.HasPrefix(r.Endpoint, "http://") || strings.HasPrefix(r.Endpoint, "https://"))) {
 				errs = append(errs, fmt.Errorf(`%s: adapter "model" needs an endpoint URL, e.g. endpoint = "http://127.0.0.1:8080/v1"`, at))
 			}
 			if r.Model == "" {

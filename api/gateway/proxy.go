@@ -72,13 +72,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"this node has no %s account%s; add account \"NAME\" { provider = %q  upstream = \"…\" }", rt.provider, named(r.Header.Get(HeaderAccount)), rt.provider))
 		return
 	}
+	// The upstream's credential: the caller's own with pass_through, else
+	// the account's; none for an account without a key (a local server).
 	key := own
-	if key == "" || !acct.PassThrough {
-		if acct.Key == nil {
-			writeRefusal(w, rt.provider, Refusef(http.StatusUnauthorized, "NO_CREDENTIAL",
-				"account %q has no key and the call brought none (pass_through needs the caller's key, with fak's token in %s)", acct.Name, HeaderFakToken))
-			return
-		}
+	if !acct.PassThrough {
+		key = ""
+	}
+	if key == "" && acct.Key != nil {
 		if key, err = acct.Key(); err != nil {
 			writeRefusal(w, rt.provider, Refusef(http.StatusServiceUnavailable, "NO_CREDENTIAL", "%v", err))
 			return
@@ -176,10 +176,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 	for _, k := range hopHeaders {
 		up.Header.Del(k)
 	}
-	switch rt.provider {
-	case Anthropic:
+	switch {
+	case key == "":
+	case rt.provider == Anthropic:
 		up.Header.Set("X-Api-Key", key)
-	case Gemini:
+	case rt.provider == Gemini:
 		up.Header.Set("X-Goog-Api-Key", key)
 	default:
 		up.Header.Set("Authorization", "Bearer "+key)

@@ -79,7 +79,7 @@ var runtimeSettings = map[string][]string{
 	"endpoint":     {node.AdapterModel},
 	"model":        {node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
 	"policy":       {node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
-	"gateway":      {node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
+	"gateway":      {node.AdapterModel, node.AdapterClaude, node.AdapterCodex, node.AdapterGemini},
 	"tools":        {node.AdapterModel},
 	"approve":      {node.AdapterModel},
 	"system":       {node.AdapterModel},

@@ -3745,7 +3745,10 @@ type RunnerAppend struct {
 	// TURN_ORDER unless it is the oldest queued input, so a runner that read
 	// a stale replica never journals a turn naming another input (0: not
 	// checked).
-	StartsInput   uint64 `protobuf:"varint,7,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
+	StartsInput uint64 `protobuf:"varint,7,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
+	// With charge_turn: charge the turn alone, no query (a gateway charges
+	// the runtime's every model call, its query included).
+	TurnOnly      bool `protobuf:"varint,8,opt,name=turn_only,json=turnOnly,proto3" json:"turn_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3827,6 +3830,13 @@ func (x *RunnerAppend) GetStartsInput() uint64 {
 		return x.StartsInput
 	}
 	return 0
+}
+
+func (x *RunnerAppend) GetTurnOnly() bool {
+	if x != nil {
+		return x.TurnOnly
+	}
+	return false
 }
 
 // ProviderBinding is a provider runtime's thread: claude's session uuid,
@@ -5513,7 +5523,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rattachment_id\x18\x02 \x01(\tR\fattachmentId\x12!\n" +
 	"\fapproval_seq\x18\x03 \x01(\x04R\vapprovalSeq\x12\x1a\n" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note\"\x98\x02\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xb5\x02\n" +
 	"\fRunnerAppend\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -5523,7 +5533,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"chargeTurn\x12(\n" +
 	"\x05usage\x18\x05 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x125\n" +
 	"\abinding\x18\x06 \x01(\v2\x1b.fak.fsm.v1.ProviderBindingR\abinding\x12!\n" +
-	"\fstarts_input\x18\a \x01(\x04R\vstartsInput\"J\n" +
+	"\fstarts_input\x18\a \x01(\x04R\vstartsInput\x12\x1b\n" +
+	"\tturn_only\x18\b \x01(\bR\bturnOnly\"J\n" +
 	"\x0fProviderBinding\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\"\x96\x01\n" +

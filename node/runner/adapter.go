@@ -127,9 +127,10 @@ type Turn interface {
 	Bind(provider, threadID string)
 }
 
-// Metered is implemented by a runtime whose model calls are charged
-// elsewhere — through the node's gateway — so the runner charges no
-// output words for its turns (they would count the tokens twice).
+// Metered is implemented by an adapter (and its runtimes) whose model
+// calls are charged elsewhere — through the node's gateway, a query per
+// call — so the runner charges a turn without its first query and no
+// output words (they would count twice).
 type Metered interface {
 	MeteredByGateway() bool
 }

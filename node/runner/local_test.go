@@ -72,7 +72,7 @@ func (l *local) must(cmd *fsmpb.Command) *fsmpb.Result {
 }
 
 func (l *local) AppendRunnerEvents(_ context.Context, w runner.Append) (runner.Appended, error) {
-	cmd := &fsmpb.RunnerAppend{SessionId: w.SessionID, Epoch: w.Epoch, ChargeTurn: w.ChargeTurn, Usage: w.Usage, StartsInput: w.StartsInput}
+	cmd := &fsmpb.RunnerAppend{SessionId: w.SessionID, Epoch: w.Epoch, ChargeTurn: w.ChargeTurn, Usage: w.Usage, StartsInput: w.StartsInput, TurnOnly: w.TurnOnly}
 	if b := w.Binding; b != nil {
 		cmd.Binding = &fsmpb.ProviderBinding{Provider: b.Provider, ThreadId: b.ThreadID}
 	}

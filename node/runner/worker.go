@@ -314,7 +314,11 @@ func (r *Runner) startedEvent(adapter string, inputSeq uint64) Event {
 func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *host) error {
 	id, inputSeq := s.SessionId, s.QueuedInputs[0]
 	t := &turn{r: r, h: h, sessionID: id, epoch: s.Epoch}
-	w, err := t.write(ctx, Append{Events: []Event{r.startedEvent(a.Name(), inputSeq)}, ChargeTurn: true, StartsInput: inputSeq})
+	metered := false
+	if m, ok := a.(Metered); ok {
+		metered = m.MeteredByGateway()
+	}
+	w, err := t.write(ctx, Append{Events: []Event{r.startedEvent(a.Name(), inputSeq)}, ChargeTurn: true, StartsInput: inputSeq, TurnOnly: metered})
 	if err != nil {
 		return err
 	}
@@ -343,7 +347,7 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 	}
 	tctx, cancel := context.WithCancelCause(ctx)
 	stopWatch := r.watchTurn(tctx, cancel, id, s.Epoch, inputSeq, started)
-	if m, ok := h.runtime.(Metered); ok && m.MeteredByGateway() {
+	if metered {
 		t.chargedOT = true // the gateway charged the model calls
 	}
 	res, terr := h.runtime.Turn(tctx, in, t)

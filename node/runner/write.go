@@ -58,6 +58,9 @@ type Append struct {
 	// StartsInput is the input a turn.started in Events serves: the FSM
 	// refuses the write (TURN_ORDER) unless it is the oldest queued one.
 	StartsInput uint64
+	// TurnOnly: ChargeTurn charges the turn without its query (the
+	// adapter is Metered: a gateway charges every model call).
+	TurnOnly bool
 	// Binding is the provider thread the turn ran on (provider runtimes),
 	// bound on the session before the events.
 	Binding *Binding

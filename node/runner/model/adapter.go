@@ -127,6 +127,13 @@ func (rt *runtime) service() (openai.ChatCompletionService, error) {
 		option.WithHTTPClient(rt.o.HTTPClient),
 		option.WithMaxRetries(0),
 	}
+	if g := rt.o.Gateway; g != nil {
+		opts = append(opts, option.WithAPIKey(g.Key), option.WithHeader("X-Trace-Id", rt.ep.SessionID))
+		if g.Account != "" {
+			opts = append(opts, option.WithHeader("X-Fak-Account", g.Account))
+		}
+		return openai.NewChatCompletionService(opts...), nil
+	}
 	if rt.o.ResolveKey != nil && rt.account != "" {
 		key, err := rt.o.ResolveKey(rt.account)
 		if err != nil {
@@ -138,6 +145,12 @@ func (rt *runtime) service() (openai.ChatCompletionService, error) {
 	}
 	return openai.NewChatCompletionService(opts...), nil
 }
+
+// MeteredByGateway: through the gateway, the calls are charged there.
+func (rt *runtime) MeteredByGateway() bool { return rt.o.Gateway != nil }
+
+// MeteredByGateway: the adapter's runtimes are.
+func (a *adapter) MeteredByGateway() bool { return a.o.Gateway != nil }
 
 // SafePoint has nothing to do: the context is the journal.
 func (rt *runtime) SafePoint(context.Context) error { return nil }

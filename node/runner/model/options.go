@@ -106,6 +106,19 @@ type Options struct {
 	MaxSteps int
 	// Logger logs retries; nil logs nothing.
 	Logger hclog.Logger
+	// Gateway, when set, sends every call through the node's metering
+	// gateway (its OpenAI route, to the upstream of Gateway.Account) with
+	// the session as X-Trace-Id: the gateway charges the calls' queries,
+	// tokens and spend, and the runtime charges only its tool calls
+	// (runner.Metered). Endpoint is then the gateway's.
+	Gateway *Gateway
+}
+
+// Gateway is the node's metering gateway as a model runtime calls it.
+type Gateway struct {
+	URL     string // the node's API base URL
+	Key     string // the credential the gateway accepts from runtimes
+	Account string // the openai account whose upstream serves the calls
 }
 
 // withDefaults fills in defaults and checks o.
@@ -113,6 +126,9 @@ func (o Options) withDefaults() (Options, error) {
 	var errs []error
 	if o.Name == "" {
 		errs = append(errs, errors.New("a model runtime needs a name"))
+	}
+	if o.Gateway != nil {
+		o.Endpoint = o.Gateway.URL + "/gateway/openai/v1"
 	}
 	if u, err := url.Parse(o.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("endpoint %q is not an http(s) URL (e.g. https://api.openai.com/v1)", o.Endpoint))

@@ -77,8 +77,9 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 		if step > rt.o.MaxSteps {
 			return runner.TurnResult{}, runner.Failf(ReasonMaxSteps, "the model still called tools after %d model calls", rt.o.MaxSteps)
 		}
-		// The runner charged the turn's first query with the turn.
-		if step > 1 {
+		// The runner charged the turn's first query with the turn; a
+		// gateway charges every call it passes.
+		if step > 1 && rt.o.Gateway == nil {
 			if err := t.Charge(ctx, &fsmpb.Budget{Queries: 1}); err != nil {
 				return runner.TurnResult{}, err
 			}
@@ -106,6 +107,9 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 			// The last call's usage is charged by the runner after
 			// turn.completed.
 			usage := rt.countUsage(st, r.usage)
+			if rt.o.Gateway != nil {
+				usage = nil // the gateway charged it
+			}
 			return runner.TurnResult{Facts: st.facts(rt.model), Usage: usage}, nil
 		}
 		if err := rt.chargeUsage(ctx, t, st, r.usage); err != nil {
@@ -121,7 +125,7 @@ func (rt *runtime) loop(ctx context.Context, in *fsmpb.Event, t runner.Turn, out
 // turn's facts. An endpoint that sends no usage is charged nothing here;
 // the runner then charges the turn's output words instead.
 func (rt *runtime) chargeUsage(ctx context.Context, t runner.Turn, st *turnState, u *tokens) error {
-	if usage := rt.countUsage(st, u); usage != nil {
+	if usage := rt.countUsage(st, u); usage != nil && rt.o.Gateway == nil {
 		return t.Charge(ctx, usage)
 	}
 	return nil

@@ -57,6 +57,10 @@ type runtime struct {
 // MeteredByGateway: with a gateway, the model calls are charged there.
 func (rt *runtime) MeteredByGateway() bool { return rt.o.Gateway != nil }
 
+// MeteredByGateway: the adapter's runtimes are (the runner asks before
+// one starts, to charge the turn without its query).
+func (a *adapter) MeteredByGateway() bool { return a.o.Gateway != nil }
+
 // SafePoint has nothing to do: between turns no process runs, and the
 // thread is bound on the session by the turn that ran on it.
 func (rt *runtime) SafePoint(context.Context) error { return nil }

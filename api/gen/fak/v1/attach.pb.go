@@ -1191,7 +1191,10 @@ type AppendRunnerEventsRequest struct {
 	BindingThreadId string `protobuf:"bytes,8,opt,name=binding_thread_id,json=bindingThreadId,proto3" json:"binding_thread_id,omitempty"`
 	// The input a turn.started in events serves: refused with TURN_ORDER
 	// unless it is the oldest queued one (0: not checked).
-	StartsInput   uint64 `protobuf:"varint,9,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
+	StartsInput uint64 `protobuf:"varint,9,opt,name=starts_input,json=startsInput,proto3" json:"starts_input,omitempty"`
+	// With charge_turn: the turn alone, no query (a gateway charges the
+	// runtime's model calls).
+	TurnOnly      bool `protobuf:"varint,10,opt,name=turn_only,json=turnOnly,proto3" json:"turn_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1287,6 +1290,13 @@ func (x *AppendRunnerEventsRequest) GetStartsInput() uint64 {
 		return x.StartsInput
 	}
 	return 0
+}
+
+func (x *AppendRunnerEventsRequest) GetTurnOnly() bool {
+	if x != nil {
+		return x.TurnOnly
+	}
+	return false
 }
 
 type AppendRunnerEventsResponse struct {
@@ -1447,7 +1457,7 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\bapproved\x18\x04 \x01(\bR\bapproved\x12\x12\n" +
 	"\x04note\x18\x05 \x01(\tR\x04note\"C\n" +
 	"\x16AnswerApprovalResponse\x12)\n" +
-	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xdc\x02\n" +
+	"\x10already_answered\x18\x01 \x01(\bR\x0falreadyAnswered\"\xf9\x02\n" +
 	"\x19AppendRunnerEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1460,7 +1470,9 @@ const file_fak_v1_attach_proto_rawDesc = "" +
 	"\x05usage\x18\x06 \x01(\v2\x0e.fak.v1.BudgetR\x05usage\x12)\n" +
 	"\x10binding_provider\x18\a \x01(\tR\x0fbindingProvider\x12*\n" +
 	"\x11binding_thread_id\x18\b \x01(\tR\x0fbindingThreadId\x12!\n" +
-	"\fstarts_input\x18\t \x01(\x04R\vstartsInput\"\x9c\x01\n" +
+	"\fstarts_input\x18\t \x01(\x04R\vstartsInput\x12\x1b\n" +
+	"\tturn_only\x18\n" +
+	" \x01(\bR\bturnOnly\"\x9c\x01\n" +
 	"\x1aAppendRunnerEventsResponse\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\x12!\n" +
