@@ -39,6 +39,7 @@ func (s *Server) newGateway(auth *authInterceptor) *gateway.Handler {
 		Accounts: cfg.Accounts, Prices: cfg.Prices, Meter: gatewayMeter{s},
 		Logger:       s.logger.Named("gateway"),
 		NewRequestID: func() string { return NewID("gw_") },
+		Observe:      s.metrics.gatewayCall,
 	}
 	if auth.enabled() {
 		o.Authorize = func(token string) error {

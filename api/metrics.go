@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fak-dev/fak/api/gateway"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 )
 
@@ -22,6 +23,8 @@ type apiMetrics struct {
 	duration  *prometheus.HistogramVec
 	forwarded *prometheus.CounterVec
 	hooks     *prometheus.CounterVec
+	gwCalls   *prometheus.CounterVec
+	gwTokens  *prometheus.CounterVec
 }
 
 func newAPIMetrics(reg prometheus.Registerer) *apiMetrics {
@@ -44,7 +47,15 @@ func newAPIMetrics(reg prometheus.Registerer) *apiMetrics {
 			Help: "Provider hook deliveries received by this node (LifecycleService), by hook and outcome (applied, duplicate, error).",
 		}, []string{"hook", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.forwarded, m.hooks)
+	m.gwCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fak_gateway_calls_total",
+		Help: "Model calls through this node's gateway, by provider and outcome (charged, refused, upstream_error, unmetered).",
+	}, []string{"provider", "outcome"})
+	m.gwTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fak_gateway_tokens_total",
+		Help: "Tokens the upstreams reported for calls through this node's gateway, by provider and kind (input, output).",
+	}, []string{"provider", "kind"})
+	reg.MustRegister(m.requests, m.duration, m.forwarded, m.hooks, m.gwCalls, m.gwTokens)
 	return m
 }
 
@@ -145,4 +156,13 @@ func (s *Server) metricsHandler() http.Handler {
 			ErrorHandling: promhttp.ContinueOnError,
 			ErrorLog:      s.logger.Named("metrics").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 		}))
+}
+
+// gatewayCall counts one call through the gateway.
+func (m *apiMetrics) gatewayCall(provider, outcome string, u gateway.Usage) {
+	m.gwCalls.WithLabelValues(provider, outcome).Inc()
+	if u.Seen {
+		m.gwTokens.WithLabelValues(provider, "input").Add(float64(u.Prompt()))
+		m.gwTokens.WithLabelValues(provider, "output").Add(float64(u.OutputTokens))
+	}
 }

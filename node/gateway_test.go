@@ -185,6 +185,15 @@ func TestGateway_RefusesAnExhaustedEnvelopeWithoutTheUpstream(t *testing.T) {
 	if refusals != 4 {
 		t.Fatalf("%d budget.exhausted events, want 4 (the call that passed the limit and 3 refusals)", refusals)
 	}
+	_, mfs := scrape(t, c, f, testcluster.Token)
+	for labels, want := range map[[2]string]float64{{"anthropic", "charged"}: 1, {"anthropic", "refused"}: 1, {"openai", "refused"}: 1, {"gemini", "refused"}: 1} {
+		if v, _ := value(mfs, "fak_gateway_calls_total", map[string]string{"provider": labels[0], "outcome": labels[1]}); v != want {
+			t.Errorf("fak_gateway_calls_total{provider=%q,outcome=%q} = %v, want %v", labels[0], labels[1], v, want)
+		}
+	}
+	if v, _ := value(mfs, "fak_gateway_tokens_total", map[string]string{"provider": "anthropic", "kind": "output"}); v != float64(reported.OutputTokens) {
+		t.Errorf("fak_gateway_tokens_total output = %v, want %d", v, reported.OutputTokens)
+	}
 }
 
 // A call through a launch charges the launch's default session; after the

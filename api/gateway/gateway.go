@@ -88,6 +88,23 @@ type Options struct {
 	Logger hclog.Logger
 	// NewRequestID makes a charge's idempotency key.
 	NewRequestID func() string
+	// Observe, when set, is told how every call ended: Outcome* and the
+	// usage read from it (zero when none was).
+	Observe func(provider, outcome string, u Usage)
+}
+
+// Outcomes of a call, as Options.Observe hears them.
+const (
+	OutcomeCharged       = "charged"        // metered, answered, charged
+	OutcomeRefused       = "refused"        // answered by the gateway itself (budget, auth, no account, …)
+	OutcomeUpstreamError = "upstream_error" // the upstream failed or was unreachable: passed through, not charged
+	OutcomeUnmetered     = "unmetered"      // not a model call (count_tokens, a GET): passed through
+)
+
+func (h *Handler) observe(provider, outcome string, u Usage) {
+	if h.o.Observe != nil {
+		h.o.Observe(provider, outcome, u)
+	}
 }
 
 // Handler serves /gateway/.

@@ -51,7 +51,7 @@ func callerKey(provider string, r *http.Request) string {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, err := parseRoute(r.URL.Path)
 	if err != nil {
-		writeRefusal(w, OpenAI, Refusef(http.StatusNotFound, "NOT_FOUND",
+		h.refuse(w, "", Refusef(http.StatusNotFound, "NOT_FOUND",
 			"no gateway route %s; use /gateway/anthropic/…, /gateway/openai/… or /gateway/gemini/…", r.URL.Path))
 		return
 	}
@@ -62,13 +62,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(fakToken); err != nil {
-			writeRefusal(w, rt.provider, Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err))
+			h.refuse(w, rt.provider, Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err))
 			return
 		}
 	}
 	acct, ok := h.account(rt.provider, r.Header.Get(HeaderAccount))
 	if !ok {
-		writeRefusal(w, rt.provider, Refusef(http.StatusServiceUnavailable, "NO_ACCOUNT",
+		h.refuse(w, rt.provider, Refusef(http.StatusServiceUnavailable, "NO_ACCOUNT",
 			"this node has no %s account%s; add account \"NAME\" { provider = %q  upstream = \"…\" }", rt.provider, named(r.Header.Get(HeaderAccount)), rt.provider))
 		return
 	}
@@ -80,7 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if key == "" && acct.Key != nil {
 		if key, err = acct.Key(); err != nil {
-			writeRefusal(w, rt.provider, Refusef(http.StatusServiceUnavailable, "NO_CREDENTIAL", "%v", err))
+			h.refuse(w, rt.provider, Refusef(http.StatusServiceUnavailable, "NO_CREDENTIAL", "%v", err))
 			return
 		}
 	}
@@ -90,7 +90,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 	if err != nil || len(body) > maxRequestBody {
-		writeRefusal(w, rt.provider, Refusef(http.StatusBadRequest, "INVALID_ARGUMENT", "request body unreadable or over %d bytes", maxRequestBody))
+		h.refuse(w, rt.provider, Refusef(http.StatusBadRequest, "INVALID_ARGUMENT", "request body unreadable or over %d bytes", maxRequestBody))
 		return
 	}
 	call := Call{Provider: rt.provider, Account: acct.Name, TraceID: r.Header.Get(HeaderTraceID), LaunchID: cmpOr(r.Header.Get(HeaderLaunch), rt.launch)}
@@ -100,13 +100,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.As(err, &ref) {
 			ref = Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "%v", err)
 		}
-		writeRefusal(w, rt.provider, ref)
+		h.refuse(w, rt.provider, ref)
 		return
 	}
 	if rt.provider == OpenAI && rt.rest == "/v1/chat/completions" {
 		body = askForUsage(body)
 	}
 	h.forward(w, r, rt, acct, key, bytes.NewReader(body), &adm)
+}
+
+// refuse answers a call the gateway will not pass, and counts it.
+func (h *Handler) refuse(w http.ResponseWriter, provider string, r *Refusal) {
+	outcome := OutcomeRefused
+	if r.Reason == "UPSTREAM_ERROR" {
+		outcome = OutcomeUpstreamError
+	}
+	label := provider
+	if label == "" {
+		label = "unknown" // no route: no provider
+	}
+	h.observe(label, outcome, Usage{})
+	writeRefusal(w, provider, r)
 }
 
 func named(n string) string {
@@ -169,7 +183,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 	}
 	up, err := http.NewRequestWithContext(r.Context(), r.Method, target, body)
 	if err != nil {
-		writeRefusal(w, rt.provider, Refusef(http.StatusBadGateway, "UPSTREAM_ERROR", "%v", err))
+		h.refuse(w, rt.provider, Refusef(http.StatusBadGateway, "UPSTREAM_ERROR", "%v", err))
 		return
 	}
 	up.Header = r.Header.Clone()
@@ -189,7 +203,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.o.Logger.Warn("gateway: upstream unreachable", "provider", rt.provider, "account", acct.Name, "error", err)
-			writeRefusal(w, rt.provider, Refusef(http.StatusBadGateway, "UPSTREAM_ERROR", "upstream %s: %v", acct.Upstream, err))
+			h.refuse(w, rt.provider, Refusef(http.StatusBadGateway, "UPSTREAM_ERROR", "upstream %s: %v", acct.Upstream, err))
 		}
 		return
 	}
@@ -206,10 +220,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 		meter = readerFor(rt, resp.Header.Get("Content-Type"))
 	}
 	copyStream(w, resp.Body, meter)
-	if meter == nil {
-		return // not metered, or a failure: charged nothing
+	switch {
+	case adm == nil:
+		h.observe(rt.provider, OutcomeUnmetered, Usage{})
+		return
+	case meter == nil:
+		h.observe(rt.provider, OutcomeUpstreamError, Usage{})
+		return // a failure: charged nothing
 	}
-	usage := h.o.Prices.Budget(meter.Usage())
+	u := meter.Usage()
+	h.observe(rt.provider, OutcomeCharged, u)
+	usage := h.o.Prices.Budget(u)
 	if adm.Prepaid {
 		usage.Queries = 0
 	}
