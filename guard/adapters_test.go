@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fak-dev/fak/internal/tomlquote"
 )
 
 const testExe = "/opt/fak/bin/fak"
@@ -177,8 +179,8 @@ func TestTOMLString(t *testing.T) {
 		"tab\there\n": `"tab\there\n"`,
 		"\x01é":       `"\u0001é"`,
 	} {
-		if got := tomlString(in); got != want {
-			t.Errorf("tomlString(%q) = %s, want %s", in, got, want)
+		if got := tomlquote.String(in); got != want {
+			t.Errorf("tomlquote.String(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
+
+	"github.com/fak-dev/fak/internal/tomlquote"
 )
 
 // Codex (codex-rs; written against codex-cli 0.147 and 0.148): hooks come
@@ -54,10 +55,10 @@ func (codexAdapter) Prepare(l *Launch) error {
 // hook and trust exactly it.
 func CodexFlags(command string) []string {
 	hook := fmt.Sprintf("hooks.SessionStart=[{hooks=[{type=%s,command=%s,timeout=%d}]}]",
-		tomlString("command"), tomlString(command), codexTimeoutSec)
+		tomlquote.String("command"), tomlquote.String(command), codexTimeoutSec)
 	key := codexSessionFlagsSource + ":session_start:0:0"
 	state := fmt.Sprintf("hooks.state={%s={enabled=true,trusted_hash=%s}}",
-		tomlString(key), tomlString(CodexHookHash(command, codexTimeoutSec)))
+		tomlquote.String(key), tomlquote.String(CodexHookHash(command, codexTimeoutSec)))
 	return []string{"-c", hook, "-c", state}
 }
 
@@ -78,30 +79,4 @@ func CodexHookHash(command string, timeoutSec int) string {
 	}
 	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// tomlString is s as a TOML basic string.
-func tomlString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\u%04X`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"strings"
+
+	"github.com/fak-dev/fak/internal/tomlquote"
 )
 
 // Metering a guarded agent's model calls: the guard points the provider
@@ -48,7 +50,7 @@ func MeterThroughGateway(l *Launch, addr, launch, token string) {
 			l.Env = setEnv(l.Env, "GEMINI_CLI_CUSTOM_HEADERS", addHeader(l.Env, "GEMINI_CLI_CUSTOM_HEADERS", "X-Fak-Token: "+token))
 		}
 	case "codex":
-		l.Args = insertArgs(l.Args, "-c", "openai_base_url="+tomlString(base+"/v1"))
+		l.Args = insertArgs(l.Args, "-c", "openai_base_url="+tomlquote.String(base+"/v1"))
 		if _, set := lookupEnv(l.Env, "CODEX_API_KEY"); token != "" && !set {
 			l.Env = setEnv(l.Env, "CODEX_API_KEY", token)
 		}

@@ -191,9 +191,17 @@ func decodeAccount(b *hcl.Block) (node.AccountConfig, error) {
 // decodeModelPrice decodes price "MODEL" { input_per_mtok = 3 … }.
 func decodeModelPrice(b *hcl.Block) (node.PriceConfig, error) {
 	p := node.PriceConfig{Model: b.Labels[0], Source: at(b.DefRange)}
-	content, diags := b.Body.Content(modelPriceSchema)
+	err := decodeNumbers(b.Body, modelPriceSchema, map[string]*float64{
+		"input_per_mtok": &p.InputPerMTok, "output_per_mtok": &p.OutputPerMTok,
+		"cache_read_per_mtok": &p.CacheReadPerMTok, "cache_write_per_mtok": &p.CacheWritePerMTok})
+	return p, err
+}
+
+// decodeNumbers decodes a block of number attributes into dst by name.
+func decodeNumbers(body hcl.Body, schema *hcl.BodySchema, dst map[string]*float64) error {
+	content, diags := body.Content(schema)
 	if diags.HasErrors() {
-		return p, diagsError(diags)
+		return diagsError(diags)
 	}
 	var errs []error
 	for name, attr := range content.Attributes {
@@ -202,18 +210,9 @@ func decodeModelPrice(b *hcl.Block) (node.PriceConfig, error) {
 			errs = append(errs, err)
 			continue
 		}
-		switch name {
-		case "input_per_mtok":
-			p.InputPerMTok = f
-		case "output_per_mtok":
-			p.OutputPerMTok = f
-		case "cache_read_per_mtok":
-			p.CacheReadPerMTok = f
-		case "cache_write_per_mtok":
-			p.CacheWritePerMTok = f
-		}
+		*dst[name] = f
 	}
-	return p, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func boolAttr(attr *hcl.Attribute) (bool, error) {
@@ -262,23 +261,8 @@ func decodeRuntime(b *hcl.Block) (node.RuntimeConfig, error) {
 			errs = append(errs, fmt.Errorf("%s: price is not a setting of adapter %q (it is for model)", at(pb.DefRange), r.Adapter))
 			continue
 		}
-		pc, diags := pb.Body.Content(priceSchema)
-		if diags.HasErrors() {
-			errs = append(errs, diagsError(diags))
-			continue
-		}
-		for name, attr := range pc.Attributes {
-			f, err := numberAttr(attr)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if name == "input_per_mtok" {
-				r.InputPerMTok = f
-			} else {
-				r.OutputPerMTok = f
-			}
-		}
+		errs = append(errs, decodeNumbers(pb.Body, priceSchema, map[string]*float64{
+			"input_per_mtok": &r.InputPerMTok, "output_per_mtok": &r.OutputPerMTok}))
 	}
 	if pa := restContent.Attributes["price"]; pa != nil {
 		if known && r.Adapter != node.AdapterModel {

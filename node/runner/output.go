@@ -201,3 +201,16 @@ func (o *Output) urgent() bool {
 	defer o.mu.Unlock()
 	return len(o.buf) >= OutputMaxBytes || o.flushers > 0 || o.closed
 }
+
+// Truncate cuts s to at most n bytes on a rune boundary and marks the cut
+// with "…": for a line or a message quoted in an error.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

@@ -16,9 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	osexec "os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -94,14 +92,8 @@ func New(o Options) (runner.Adapter, error) {
 	case o.TurnTimeout == 0:
 		o.TurnTimeout = DefaultTurnTimeout
 	}
-	switch o.Sandbox {
-	case "", proc.SandboxNone:
-	case proc.SandboxBwrap:
-		if _, err := osexec.LookPath("bwrap"); err != nil {
-			return nil, fmt.Errorf("exec runtime %q: sandbox %q needs bubblewrap installed (Debian: apt-get install bubblewrap)", o.Name, o.Sandbox)
-		}
-	default:
-		return nil, fmt.Errorf("exec runtime %q: unknown sandbox %q (write %q or %q)", o.Name, o.Sandbox, proc.SandboxNone, proc.SandboxBwrap)
+	if err := proc.CheckSandbox(o.Sandbox); err != nil {
+		return nil, fmt.Errorf("exec runtime %q: %w", o.Name, err)
 	}
 	for _, kv := range o.Env {
 		k, _, ok := strings.Cut(kv, "=")
@@ -148,44 +140,27 @@ func (rt *runtime) SafePoint(context.Context) error { return nil }
 // turn returns.
 func (rt *runtime) Stop() error { return nil }
 
-// errTurnTimeout is the cause of a turn context that ran out of time.
-var errTurnTimeout = errors.New("turn timeout")
-
 // Turn runs the command once for the input. On cancellation it returns
 // ctx's error once the process group is dead.
 func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (runner.TurnResult, error) {
-	tctx, cancel := context.WithTimeoutCause(ctx, rt.o.TurnTimeout, errTurnTimeout)
-	defer cancel()
-	var (
-		res runner.TurnResult
-		err error
-	)
-	if rt.o.Protocol == ProtocolJSONL {
-		res, err = rt.jsonlTurn(ctx, tctx, in, t)
-	} else {
-		res, err = rt.textTurn(ctx, tctx, in, t)
-	}
-	switch {
-	case ctx.Err() != nil:
-		return runner.TurnResult{}, ctx.Err()
-	case errors.Is(context.Cause(tctx), errTurnTimeout):
-		return runner.TurnResult{}, runner.Failf(ReasonTurnTimeout,
-			"the turn ran past its timeout of %s; its process group was killed", rt.o.TurnTimeout)
-	}
-	return res, err
+	return proc.TimedTurn(ctx, rt.o.TurnTimeout, ReasonTurnTimeout, func(tctx context.Context) (runner.TurnResult, error) {
+		if rt.o.Protocol == ProtocolJSONL {
+			return rt.jsonlTurn(ctx, tctx, in, t)
+		}
+		return rt.textTurn(ctx, tctx, in, t)
+	})
+}
+
+// startProcess starts the turn's process, its stdin a pipe; one that
+// cannot start fails the turn with EXEC_START.
+func startProcess(ctx context.Context, s proc.Spec) (*proc.Piped, error) {
+	return proc.Start(ctx, s, proc.StartOptions{Stdin: true, Reason: ReasonExecStart})
 }
 
 // spec describes the turn's process: the command in the workspace, with
 // the runtime block's env and fak's own variables (never a token).
 func (rt *runtime) spec(in *fsmpb.Event) proc.Spec {
-	env := append([]string(nil), rt.o.Env...)
-	env = append(env,
-		"FAK_SESSION_ID="+rt.ep.SessionID,
-		"FAK_EPOCH="+strconv.FormatUint(rt.ep.Epoch, 10),
-		"FAK_INPUT_SEQ="+strconv.FormatUint(in.Seq, 10),
-		"FAK_ADDR="+rt.ep.Addr,
-		"FAK_WORKSPACE="+rt.ep.Workspace,
-	)
+	env := append(append([]string(nil), rt.o.Env...), proc.TurnEnv(rt.ep, in.Seq)...)
 	return proc.Spec{
 		Argv:    rt.o.Command,
 		Dir:     rt.ep.Workspace,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -72,7 +73,7 @@ func TestTheProcessEnvironmentIsClean(t *testing.T) {
 	}
 	rt, ws := start(t, Options{Command: []string{envPath}, Env: []string{"ACCOUNT_KEY=sk-handed-over"}}, nil, 0)
 	tr := &runnertest.Turn{Input: 42}
-	if _, err := runTurn(t, rt, inputEvent(42, "ignored"), tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, inputEvent(42, "ignored"), tr); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{}
@@ -107,7 +108,7 @@ func TestACommandThatCannotStartFailsTheTurn(t *testing.T) {
 	t.Parallel()
 	for _, proto := range []string{ProtocolText, ProtocolJSONL} {
 		rt, _ := start(t, Options{Command: []string{"/nonexistent/agent"}, Protocol: proto}, runnertest.Journal{inputEvent(1, "hi")}, 0)
-		_, err := runTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
-		wantReason(t, err, ReasonExecStart, "/nonexistent/agent")
+		_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
+		proctest.WantReason(t, err, ReasonExecStart, "/nonexistent/agent")
 	}
 }

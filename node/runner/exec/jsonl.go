@@ -11,6 +11,7 @@ import (
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // maxEventBytes is the API's default bound on one event (text + data): a
@@ -46,11 +47,11 @@ func (rt *runtime) jsonlTurn(ctx, tctx context.Context, in *fsmpb.Event, t runne
 	if err != nil {
 		return runner.TurnResult{}, err
 	}
-	defer pr.stop()
-	pr.stdin.send(line)
+	defer pr.Stop()
+	pr.Send(line)
 	x := &exchange{
 		ctx: ctx, tctx: tctx, t: t, pr: pr, out: out,
-		lines: newLineReader(pr), exitGrace: rt.exitGrace,
+		lines: proc.NewLineReader(pr, maxLineBytes), exitGrace: rt.exitGrace,
 		calls: map[string]*toolCall{},
 	}
 	return x.run()
@@ -64,9 +65,9 @@ type exchange struct {
 	ctx       context.Context // the runner's: writes
 	tctx      context.Context // bounded by the turn timeout: waits for people
 	t         runner.Turn
-	pr        *process
+	pr        *proc.Piped
 	out       *textStream
-	lines     *lineReader
+	lines     *proc.LineReader
 	exitGrace time.Duration
 
 	calls       map[string]*toolCall // this turn's tool calls by id
@@ -84,11 +85,11 @@ func (x *exchange) run() (runner.TurnResult, error) {
 		if err := x.tctx.Err(); err != nil {
 			return runner.TurnResult{}, err
 		}
-		line, err := x.lines.next()
+		line, err := x.lines.Next()
 		switch {
 		case errors.Is(err, io.EOF):
 			return runner.TurnResult{}, x.endedBeforeDone()
-		case errors.Is(err, errLineTooLong):
+		case errors.Is(err, proc.ErrLineTooLong):
 			return runner.TurnResult{}, x.fail("%v", err)
 		case err != nil:
 			return runner.TurnResult{}, fmt.Errorf("reading the process's stdout: %w", err)
@@ -112,8 +113,8 @@ func (x *exchange) run() (runner.TurnResult, error) {
 // fail ends the turn for a protocol error on the line last read: the
 // group is killed at once.
 func (x *exchange) fail(format string, args ...any) error {
-	x.pr.kill()
-	return runner.Failf(ReasonRuntimeProtocol, "line %d: %s", x.lines.n, fmt.Sprintf(format, args...))
+	x.pr.Kill()
+	return runner.Failf(ReasonRuntimeProtocol, "line %d: %s", x.lines.N(), fmt.Sprintf(format, args...))
 }
 
 // handle acts on one line other than done.
@@ -126,7 +127,7 @@ func (x *exchange) handle(msg any) error {
 			return x.fail("tool.call %q: the id is already used in this turn", m.id)
 		}
 		x.calls[m.id] = &toolCall{name: m.name}
-		summary := truncate(m.name+" "+string(m.input), toolCallTextBytes)
+		summary := runner.Truncate(m.name+" "+string(m.input), toolCallTextBytes)
 		_, err := x.emit(runner.Event{Kind: fsm.KindToolCall, Text: summary,
 			Data: marshal(map[string]any{"id": m.id, "name": m.name, "input": m.input})})
 		return err
@@ -183,7 +184,7 @@ func (x *exchange) approval(m approvalRequestLine) error {
 	if err != nil {
 		return err
 	}
-	x.pr.stdin.send(answer)
+	x.pr.Send(answer)
 	return nil
 }
 
@@ -200,7 +201,7 @@ func (x *exchange) charge(m usageLine) error {
 		return err
 	}
 	if err := x.t.Charge(x.ctx, b); err != nil {
-		x.pr.kill()
+		x.pr.Kill()
 		return err
 	}
 	return nil
@@ -209,36 +210,36 @@ func (x *exchange) charge(m usageLine) error {
 // done: stdin closes and the process has exitGrace to exit; nothing may
 // follow done on its stdout.
 func (x *exchange) done(d doneLine) (runner.TurnResult, error) {
-	doneAt := x.lines.n
-	x.pr.stdin.close()
-	grace := time.AfterFunc(x.exitGrace, x.pr.kill) // its stdout then ends too
+	doneAt := x.lines.N()
+	x.pr.CloseStdin()
+	grace := time.AfterFunc(x.exitGrace, x.pr.Kill) // its stdout then ends too
 	defer grace.Stop()
 	for {
-		line, err := x.lines.next()
+		line, err := x.lines.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil && !errors.Is(err, errLineTooLong) {
+		if err != nil && !errors.Is(err, proc.ErrLineTooLong) {
 			return runner.TurnResult{}, fmt.Errorf("reading the process's stdout: %w", err)
 		}
 		if err != nil || len(bytes.TrimSpace(line)) > 0 {
 			return runner.TurnResult{}, x.fail("output after done (line %d)", doneAt)
 		}
 	}
-	if !x.pr.waitExit(x.exitGrace) {
+	if !x.pr.WaitExit(x.exitGrace) {
 		if err := x.tctx.Err(); err != nil {
 			return runner.TurnResult{}, err
 		}
 		return runner.TurnResult{}, runner.Failf(ReasonRuntimeProtocol,
 			"line %d: the process did not exit within %s of done; its group was killed", doneAt, x.exitGrace)
 	}
-	if err := x.pr.exitStatus("after done"); err != nil {
+	if err := x.pr.ExitStatus(ReasonExitStatus, "after done"); err != nil {
 		return runner.TurnResult{}, err
 	}
 	if err := x.out.close(); err != nil {
 		return runner.TurnResult{}, err
 	}
-	facts := map[string]any{"exit_code": 0, "pid": x.pr.pid()}
+	facts := map[string]any{"exit_code": 0, "pid": x.pr.Pid()}
 	if x.inputTokens > 0 {
 		facts["input_tokens"] = x.inputTokens
 	}
@@ -249,17 +250,17 @@ func (x *exchange) done(d doneLine) (runner.TurnResult, error) {
 // non-zero crashed (its stderr says why); one that exited 0 or kept
 // running broke the protocol.
 func (x *exchange) endedBeforeDone() error {
-	exited := x.pr.waitExit(x.exitGrace)
+	exited := x.pr.WaitExit(x.exitGrace)
 	if err := x.tctx.Err(); err != nil {
 		return err
 	}
 	if !exited {
 		return runner.Failf(ReasonRuntimeProtocol, "the process closed its stdout before done; its group was killed")
 	}
-	if err := x.pr.exitStatus("before done"); err != nil {
+	if err := x.pr.ExitStatus(ReasonExitStatus, "before done"); err != nil {
 		return err
 	}
-	return runner.Failf(ReasonRuntimeProtocol, "the process exited before done (exit status 0, after %d lines)", x.lines.n)
+	return runner.Failf(ReasonRuntimeProtocol, "the process exited before done (exit status 0, after %d lines)", x.lines.N())
 }
 
 // marshal is an event's JSON data (of values that always marshal).

@@ -14,6 +14,7 @@ import (
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -121,7 +122,7 @@ func TestJSONLShellAgentApproved(t *testing.T) {
 		asked = append(asked, seq)
 		return true, nil
 	}}
-	res, err := runTurn(t, rt, inputEvent(10, "make a file"), tr)
+	res, err := proctest.RunTurn(t, rt, inputEvent(10, "make a file"), tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestJSONLShellAgentDenied(t *testing.T) {
 	t.Parallel()
 	rt, ws := start(t, Options{Command: []string{testdata(t, "tool_agent.sh")}, Protocol: ProtocolJSONL}, contextJournal, 5)
 	tr := &runnertest.Turn{Input: 10, Approve: func(uint64) (bool, error) { return false, nil }}
-	if _, err := runTurn(t, rt, inputEvent(10, "make a file"), tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, inputEvent(10, "make a file"), tr); err != nil {
 		t.Fatal(err)
 	}
 	result := event(tr.Events(), fsm.KindToolResult)
@@ -222,7 +223,7 @@ func TestJSONLContextIsTheJournalAfterTheReset(t *testing.T) {
 	for _, in := range []uint64{1300, 1500} {
 		// The journal as it stands when the turn of in runs.
 		rt, ws := start(t, Options{Command: shell(readTurn, `echo '{"type":"done"}'`), Protocol: ProtocolJSONL}, j[:in], 2)
-		if _, err := runTurn(t, rt, inputEvent(in, fmt.Sprint(in)), &runnertest.Turn{Input: in}); err != nil {
+		if _, err := proctest.RunTurn(t, rt, inputEvent(in, fmt.Sprint(in)), &runnertest.Turn{Input: in}); err != nil {
 			t.Fatal(err)
 		}
 		got := readReceivedTurn(t, ws)
@@ -262,7 +263,7 @@ func TestJSONLContextOfQueuedInputs(t *testing.T) {
 		{3, 7, []uint64{1, 2, 3, 4, 5}}, // B's turn, with C queued meanwhile
 	} {
 		view.set(full[:tc.head])
-		if _, err := runTurn(t, rt, full[tc.in-1], &runnertest.Turn{Input: tc.in}); err != nil {
+		if _, err := proctest.RunTurn(t, rt, full[tc.in-1], &runnertest.Turn{Input: tc.in}); err != nil {
 			t.Fatal(err)
 		}
 		var seqs []uint64
@@ -305,7 +306,7 @@ func TestJSONLPythonExample(t *testing.T) {
 	rt, ws := start(t, Options{Command: agent, Protocol: ProtocolJSONL}, j, 0)
 
 	tr := &runnertest.Turn{Input: 1}
-	res, err := runTurn(t, rt, j[0], tr)
+	res, err := proctest.RunTurn(t, rt, j[0], tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestJSONLPythonExample(t *testing.T) {
 	}
 
 	tr = &runnertest.Turn{Input: 2}
-	if _, err := runTurn(t, rt, j[1], tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, j[1], tr); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{fsm.KindToolCall, fsm.KindApprovalRequested, fsm.KindToolResult, fsm.KindOutput}
@@ -335,7 +336,7 @@ func TestJSONLPythonExample(t *testing.T) {
 	}
 
 	tr = &runnertest.Turn{Input: 3, Approve: func(uint64) (bool, error) { return false, nil }}
-	if _, err := runTurn(t, rt, j[2], tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, j[2], tr); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "no.txt")); err == nil {
@@ -388,8 +389,8 @@ func TestJSONLMalformedLinesFailTheTurn(t *testing.T) {
 			rt, _ := start(t, Options{Command: shell(append(script, "sleep 300")...), Protocol: ProtocolJSONL},
 				runnertest.Journal{inputEvent(1, "hi")}, 0)
 			began := time.Now()
-			_, err := runTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
-			wantReason(t, err, ReasonRuntimeProtocol, tc.want)
+			_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
+			proctest.WantReason(t, err, ReasonRuntimeProtocol, tc.want)
 			if d := time.Since(began); d > exitGrace {
 				t.Fatalf("the turn took %s: the process was not killed at the bad line", d)
 			}
@@ -417,8 +418,8 @@ func TestJSONLExitBeforeDone(t *testing.T) {
 			rt, _ := start(t, Options{Command: shell(append([]string{readTurn}, tc.lines...)...), Protocol: ProtocolJSONL},
 				runnertest.Journal{inputEvent(1, "hi")}, 0)
 			tr := &runnertest.Turn{Input: 1}
-			_, err := runTurn(t, rt, inputEvent(1, "hi"), tr)
-			wantReason(t, err, tc.reason, tc.want...)
+			_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), tr)
+			proctest.WantReason(t, err, tc.reason, tc.want...)
 			if tc.lines[0] != `echo '{"type":"done"}'` && tr.Output() != "half" {
 				t.Fatalf("the output before the failure was not journaled: %q", tr.Output())
 			}
@@ -432,9 +433,9 @@ func TestJSONLDoneWithoutExiting(t *testing.T) {
 	rt, ws := start(t, Options{Command: shell(readTurn, `echo $$ > pids`, `echo '{"type":"done"}'`, `sleep 300`), Protocol: ProtocolJSONL},
 		runnertest.Journal{inputEvent(1, "hi")}, 0)
 	rt.exitGrace = 100 * time.Millisecond
-	_, err := runTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
-	wantReason(t, err, ReasonRuntimeProtocol, "line 1: the process did not exit within 100ms of done")
-	wantAllDead(t, readPids(t, filepath.Join(ws, "pids")))
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
+	proctest.WantReason(t, err, ReasonRuntimeProtocol, "line 1: the process did not exit within 100ms of done")
+	proctest.WantAllDead(t, proctest.ReadPids(t, filepath.Join(ws, "pids")))
 }
 
 // An agent's usage refused by the envelope ends the turn with the refusal;
@@ -447,14 +448,14 @@ func TestJSONLBudgetExhaustedEndsTheTurn(t *testing.T) {
 	}, runnertest.Journal{inputEvent(1, "hi")}, 0)
 	refusal := &fsm.Error{Reason: fsm.ReasonBudgetExhausted, Message: "output_tokens past the hard limit"}
 	tr := &runnertest.Turn{Input: 1, Refuse: refusal}
-	_, err := runTurn(t, rt, inputEvent(1, "hi"), tr)
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), tr)
 	if fsm.ReasonOf(err) != fsm.ReasonBudgetExhausted {
 		t.Fatalf("error %v, want the BUDGET_EXHAUSTED refusal", err)
 	}
 	if tr.Output() != "spent" {
 		t.Fatalf("output before the charge not journaled: %q", tr.Output())
 	}
-	wantAllDead(t, readPids(t, filepath.Join(ws, "pids")))
+	proctest.WantAllDead(t, proctest.ReadPids(t, filepath.Join(ws, "pids")))
 }
 
 func TestJSONLUsageWithNothingToChargeChargesNothing(t *testing.T) {
@@ -462,7 +463,7 @@ func TestJSONLUsageWithNothingToChargeChargesNothing(t *testing.T) {
 	rt, _ := start(t, Options{Command: shell(readTurn, `echo '{"type":"usage","input_tokens":50}'`, `echo '{"type":"done","summary":"s"}'`), Protocol: ProtocolJSONL},
 		runnertest.Journal{inputEvent(1, "hi")}, 0)
 	tr := &runnertest.Turn{Input: 1}
-	res, err := runTurn(t, rt, inputEvent(1, "hi"), tr)
+	res, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), tr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,14 @@
 package exec
 
 import (
-	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
-
-// promptly bounds how long a cancelled turn may take to return: killing a
-// group and reaping it takes milliseconds.
-const promptly = 5 * time.Second
 
 // The turn timeout kills the whole group: the agent, its children and
 // their children.
@@ -21,13 +16,13 @@ func TestTurnTimeoutKillsTheGroup(t *testing.T) {
 	t.Parallel()
 	rt, ws := start(t, Options{Command: []string{testdata(t, "forker.sh"), "ready"}, TurnTimeout: time.Second}, nil, 0)
 	tr := &runnertest.Turn{Input: 1}
-	_, err := runTurn(t, rt, inputEvent(1, "x"), tr)
-	wantReason(t, err, ReasonTurnTimeout, "timeout of 1s")
-	pids := readPids(t, filepath.Join(ws, "pids"))
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "x"), tr)
+	proctest.WantReason(t, err, ReasonTurnTimeout, "timeout of 1s")
+	pids := proctest.ReadPids(t, filepath.Join(ws, "pids"))
 	if len(pids) != 5 {
 		t.Fatalf("the agent recorded %d pids, want 5", len(pids))
 	}
-	wantAllDead(t, pids)
+	proctest.WantAllDead(t, pids)
 	if tr.Output() != "ready\n" {
 		t.Fatalf("output before the timeout not journaled: %q", tr.Output())
 	}
@@ -45,17 +40,11 @@ func TestInterruptKillsTheGroup(t *testing.T) {
 				Protocol: proto,
 			}, runnertest.Journal{inputEvent(1, "x")}, 0)
 			tr := &runnertest.Turn{Input: 1}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := goTurn(ctx, rt, inputEvent(1, "x"), tr)
-			waitFor(t, "the agent's first output", func() bool { return strings.Contains(tr.Output(), "ready") })
-			pids := readPids(t, filepath.Join(ws, "pids"))
-			cancel()
-			r := awaitTurn(t, done, promptly)
-			if !errors.Is(r.err, context.Canceled) {
-				t.Fatalf("error %v, want context.Canceled", r.err)
-			}
-			wantAllDead(t, pids)
+			run := proctest.Go(t, rt, inputEvent(1, "x"), tr)
+			proctest.WaitFor(t, "the agent's first output", func() bool { return strings.Contains(tr.Output(), "ready") })
+			pids := proctest.ReadPids(t, filepath.Join(ws, "pids"))
+			run.Interrupt(t)
+			proctest.WantAllDead(t, pids)
 		})
 	}
 }
@@ -72,22 +61,12 @@ func TestInterruptDuringAnApproval(t *testing.T) {
 		`echo '{"type":"output","text":"should not get here"}'`,
 		`sleep 300`,
 	), Protocol: ProtocolJSONL}, runnertest.Journal{inputEvent(1, "x")}, 0)
-	tr := &approvalTurn{Turn: &runnertest.Turn{Input: 1}, waiting: make(chan uint64, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := goTurn(ctx, rt, inputEvent(1, "x"), tr)
-	select {
-	case <-tr.waiting:
-	case <-time.After(patience):
-		t.Fatal("the turn never waited for the approval")
-	}
-	pids := readPids(t, filepath.Join(ws, "pids"))
-	cancel()
-	r := awaitTurn(t, done, promptly)
-	if !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("error %v, want context.Canceled", r.err)
-	}
-	wantAllDead(t, pids)
+	tr := proctest.NewApprovalTurn(1)
+	run := proctest.Go(t, rt, inputEvent(1, "x"), tr)
+	tr.WaitForApproval(t)
+	pids := proctest.ReadPids(t, filepath.Join(ws, "pids"))
+	run.Interrupt(t)
+	proctest.WantAllDead(t, pids)
 	if strings.Contains(tr.Output(), "should not get here") {
 		t.Fatal("the agent went on after the interrupt")
 	}
@@ -101,7 +80,6 @@ func TestTurnTimeoutCoversApprovalWaits(t *testing.T) {
 		`echo '{"type":"approval.request","id":"a","text":"x?"}'`,
 		`IFS= read -r answer`,
 	), Protocol: ProtocolJSONL, TurnTimeout: 300 * time.Millisecond}, runnertest.Journal{inputEvent(1, "x")}, 0)
-	tr := &approvalTurn{Turn: &runnertest.Turn{Input: 1}, waiting: make(chan uint64, 1)}
-	_, err := runTurn(t, rt, inputEvent(1, "x"), tr)
-	wantReason(t, err, ReasonTurnTimeout)
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "x"), proctest.NewApprovalTurn(1))
+	proctest.WantReason(t, err, ReasonTurnTimeout)
 }

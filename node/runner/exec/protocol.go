@@ -1,13 +1,12 @@
 package exec
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"unicode/utf8"
+
+	"github.com/fak-dev/fak/node/runner"
 )
 
 // The lines of fak runtime protocol v1 (docs/runtime-protocol.md).
@@ -154,7 +153,7 @@ func decodeFields(line []byte) (any, error) {
 		summary, err := f.str(typ, "summary", optional)
 		return doneLine{summary: summary}, err
 	default:
-		return nil, fmt.Errorf("unknown type %q (v1 has output, tool.call, tool.result, approval.request, usage, done)", truncate(typ, 64))
+		return nil, fmt.Errorf("unknown type %q (v1 has output, tool.call, tool.result, approval.request, usage, done)", runner.Truncate(typ, 64))
 	}
 }
 
@@ -249,59 +248,4 @@ func (f fields) object(typ, name string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%s: %v", where(typ, name), err)
 	}
 	return b.Bytes(), nil
-}
-
-// errLineTooLong: a line past maxLineBytes.
-var errLineTooLong = fmt.Errorf("longer than %d bytes (1 MiB)", maxLineBytes)
-
-// lineReader splits a process's stdout into lines, numbered from 1.
-type lineReader struct {
-	r *bufio.Reader
-	n int // the number of the line last read
-}
-
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
-}
-
-// next returns the next line without its end. The last line may lack a
-// newline. A line longer than maxLineBytes is errLineTooLong, read no
-// further: the turn ends there.
-func (l *lineReader) next() ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := l.r.ReadSlice('\n')
-		if len(line)+len(frag) > maxLineBytes+2 { // room for "\r\n"
-			l.n++
-			return nil, errLineTooLong
-		}
-		line = append(line, frag...)
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-		case err != nil:
-			return nil, err
-		}
-		l.n++
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) > maxLineBytes {
-			return nil, errLineTooLong
-		}
-		return line, nil
-	}
-}
-
-// truncate cuts s to at most n bytes at a character boundary, marking the
-// cut with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
 }

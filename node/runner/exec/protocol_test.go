@@ -3,8 +3,6 @@ package exec
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,46 +69,6 @@ func FuzzDecodeLine(f *testing.F) {
 			t.Fatalf("decodeLine(%q) = %v, %v", b, msg, err)
 		}
 	})
-}
-
-func TestLineReader(t *testing.T) {
-	long := strings.Repeat("a", maxLineBytes)
-	in := "one\r\n\ntwo\n" + long + "\n" + "last"
-	r := newLineReader(strings.NewReader(in))
-	for i, want := range []string{"one", "", "two", long, "last"} {
-		got, err := r.next()
-		if err != nil || string(got) != want {
-			t.Fatalf("line %d: %.20q %v, want %.20q", i+1, got, err, want)
-		}
-		if r.n != i+1 {
-			t.Fatalf("line number %d, want %d", r.n, i+1)
-		}
-	}
-	if _, err := r.next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("after the last line: %v", err)
-	}
-
-	r = newLineReader(io.MultiReader(strings.NewReader("ok\n"), bytes.NewReader(bytes.Repeat([]byte("b"), maxLineBytes+1)), strings.NewReader("\n")))
-	if _, err := r.next(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.next(); !errors.Is(err, errLineTooLong) || r.n != 2 {
-		t.Fatalf("line %d: %v, want errLineTooLong", r.n, err)
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"}, {"abcdef", 3, "abc…"}, {"ééé", 3, "é…"}, {"ééé", 4, "éé…"},
-	} {
-		if got := truncate(tc.in, tc.n); got != tc.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
 }
 
 func TestEncodeLineIsOneLine(t *testing.T) {

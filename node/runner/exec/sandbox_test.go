@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -26,7 +27,7 @@ func TestBwrapSandboxConfinesTheAgent(t *testing.T) {
 	)
 	rt, ws := start(t, Options{Command: script, Sandbox: "bwrap", Hide: []string{data, tokens}}, nil, 0)
 	tr := &runnertest.Turn{Input: 1}
-	if _, err := runTurn(t, rt, inputEvent(1, "x"), tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, inputEvent(1, "x"), tr); err != nil {
 		t.Fatal(err)
 	}
 	got := tr.Output()

@@ -29,13 +29,13 @@ func (rt *runtime) textTurn(ctx, tctx context.Context, in *fsmpb.Event, t runner
 	if err != nil {
 		return runner.TurnResult{}, err
 	}
-	defer pr.stop()
+	defer pr.Stop()
 	input := in.Text
 	if !strings.HasSuffix(input, "\n") {
 		input += "\n" // so that a line-reading program sees its last line
 	}
-	pr.stdin.send([]byte(input))
-	pr.stdin.close()
+	pr.Send([]byte(input))
+	pr.CloseStdin()
 
 	buf := make([]byte, 32<<10)
 	for {
@@ -50,8 +50,8 @@ func (rt *runtime) textTurn(ctx, tctx context.Context, in *fsmpb.Event, t runner
 			return runner.TurnResult{}, fmt.Errorf("reading the process's stdout: %w", err)
 		}
 	}
-	<-pr.exited // a process that closed stdout early ends by the turn timeout
-	if err := pr.exitStatus(""); err != nil {
+	<-pr.Exited() // a process that closed stdout early ends by the turn timeout
+	if err := pr.ExitStatus(ReasonExitStatus, ""); err != nil {
 		if cerr := out.close(); cerr != nil {
 			return runner.TurnResult{}, cerr
 		}
@@ -62,7 +62,7 @@ func (rt *runtime) textTurn(ctx, tctx context.Context, in *fsmpb.Event, t runner
 	if err != nil {
 		return runner.TurnResult{}, err
 	}
-	return runner.TurnResult{Facts: map[string]any{"exit_code": 0, "pid": pr.pid()}, Tail: tail}, nil
+	return runner.TurnResult{Facts: map[string]any{"exit_code": 0, "pid": pr.Pid()}, Tail: tail}, nil
 }
 
 // textStream turns a byte stream into output text: valid UTF-8 (a

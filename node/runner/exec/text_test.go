@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node/runner/proc"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -21,19 +22,19 @@ func TestTextStreamsOutputAsItArrives(t *testing.T) {
 	t.Parallel()
 	rt, ws := start(t, Options{Command: []string{testdata(t, "stream.sh")}}, nil, 0)
 	tr := &runnertest.Turn{Input: 7}
-	done := goTurn(context.Background(), rt, inputEvent(7, "hello"), tr)
-	waitFor(t, "the first part in the journal", func() bool { return strings.Contains(tr.Output(), "first: hello\n") })
+	run := proctest.Go(t, rt, inputEvent(7, "hello"), tr)
+	proctest.WaitFor(t, "the first part in the journal", func() bool { return strings.Contains(tr.Output(), "first: hello\n") })
 	select {
-	case r := <-done:
+	case r := <-run.Done():
 		t.Fatalf("the turn ended before the agent could finish: %+v", r)
 	default:
 	}
 	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := awaitTurn(t, done, patience)
-	if r.err != nil {
-		t.Fatal(r.err)
+	r := run.Await(t, proctest.Patience)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	if got := tr.Output(); got != "first: hello\nsecond\n" {
 		t.Fatalf("output %q", got)
@@ -43,8 +44,8 @@ func TestTextStreamsOutputAsItArrives(t *testing.T) {
 			t.Fatalf("a text turn emitted %s", ev.Kind)
 		}
 	}
-	if r.res.Facts["exit_code"] != 0 || r.res.Facts["pid"] == 0 {
-		t.Fatalf("facts %v", r.res.Facts)
+	if r.Res.Facts["exit_code"] != 0 || r.Res.Facts["pid"] == 0 {
+		t.Fatalf("facts %v", r.Res.Facts)
 	}
 }
 
@@ -52,7 +53,7 @@ func TestTextShoutExample(t *testing.T) {
 	t.Parallel()
 	rt, _ := start(t, Options{Command: []string{example(t, "shout.sh")}}, nil, 0)
 	tr := &runnertest.Turn{Input: 2}
-	if _, err := runTurn(t, rt, inputEvent(2, "hello\nfleet"), tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, inputEvent(2, "hello\nfleet"), tr); err != nil {
 		t.Fatal(err)
 	}
 	if got := tr.Output(); got != "HELLO\nFLEET\n" {
@@ -66,8 +67,8 @@ func TestTextNonZeroExitFailsWithTheStderrTail(t *testing.T) {
 	t.Parallel()
 	rt, _ := start(t, Options{Command: []string{testdata(t, "fail.sh")}}, nil, 0)
 	tr := &runnertest.Turn{Input: 1}
-	_, err := runTurn(t, rt, inputEvent(1, "x"), tr)
-	wantReason(t, err, ReasonExitStatus, "exit status 3", "complaint 11\n", "complaint 30")
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "x"), tr)
+	proctest.WantReason(t, err, ReasonExitStatus, "exit status 3", "complaint 11\n", "complaint 30")
 	if strings.Contains(err.Error(), "complaint 10\n") {
 		t.Fatalf("the tail holds more than the last 20 lines: %q", err)
 	}
@@ -111,34 +112,13 @@ func TestIncompleteSuffix(t *testing.T) {
 	}
 }
 
-func TestTailKeepsTheLastLines(t *testing.T) {
-	tl := newTail()
-	for i := 0; i < 1000; i++ {
-		_, _ = tl.Write([]byte(strings.Repeat("x", 10) + "\n"))
-	}
-	_, _ = tl.Write([]byte("last words\n\n"))
-	got := tl.String()
-	lines := strings.Split(got, "\n")
-	if len(lines) != tailLines || lines[len(lines)-1] != "last words" || !strings.HasPrefix(got, "…") {
-		t.Fatalf("tail %q", got)
-	}
-	big := newTail()
-	_, _ = big.Write([]byte(strings.Repeat("y", 3*tailBytes)))
-	if s := big.String(); len(s) > tailBytes+len("…") {
-		t.Fatalf("tail of %d bytes", len(s))
-	}
-	if s := newTail().String(); s != "" {
-		t.Fatalf("empty tail %q", s)
-	}
-}
-
 // A lot of output arrives whole, in events of bounded size.
 func TestTextLargeOutputIsJournaledInBoundedEvents(t *testing.T) {
 	t.Parallel()
 	const n = 600 << 10
 	rt, _ := start(t, Options{Command: shell(fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x`, n))}, nil, 0)
 	tr := &runnertest.Turn{Input: 1}
-	if _, err := runTurn(t, rt, inputEvent(1, "x"), tr); err != nil {
+	if _, err := proctest.RunTurn(t, rt, inputEvent(1, "x"), tr); err != nil {
 		t.Fatal(err)
 	}
 	if got := tr.Output(); got != strings.Repeat("x", n) {
@@ -167,8 +147,8 @@ func TestAnEscapedProcessDoesNotHoldTheTurn(t *testing.T) {
 	)}, nil, 0)
 	tr := &runnertest.Turn{Input: 1}
 	began := time.Now()
-	_, err = runTurn(t, rt, inputEvent(1, "x"), tr)
-	pids := readPids(t, filepath.Join(ws, "escaped"))
+	_, err = proctest.RunTurn(t, rt, inputEvent(1, "x"), tr)
+	pids := proctest.ReadPids(t, filepath.Join(ws, "escaped"))
 	t.Cleanup(func() {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -180,10 +160,10 @@ func TestAnEscapedProcessDoesNotHoldTheTurn(t *testing.T) {
 	if tr.Output() != "answer\n" {
 		t.Fatalf("output %q", tr.Output())
 	}
-	if d := time.Since(began); d > drainDelay+promptly {
+	if d := time.Since(began); d > proc.DrainDelay+proctest.Promptly {
 		t.Fatalf("the turn took %s", d)
 	}
-	if gone(pids[0]) {
+	if proctest.Gone(pids[0]) {
 		t.Fatal("the escaped process died: this test proves nothing")
 	}
 }

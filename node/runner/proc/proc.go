@@ -4,6 +4,12 @@
 // and never outliving its turn: cancelling the context kills the whole
 // group, and so does the end of the process itself (a child it left in
 // the background dies with it).
+//
+// Command prepares a process whose streams the caller connects. Start
+// runs a turn's process with pipes fak owns (Piped): its stdin written
+// without blocking the turn, its stdout read to the end even after it
+// exits (LineReader splits it into bounded lines), the tail of its stderr
+// kept for the failure it reports. TimedTurn bounds a whole turn.
 package proc
 
 import (
@@ -28,6 +34,22 @@ const (
 // waitDelay bounds how long Wait waits for the pipes of a killed process
 // to close (a grandchild holding them open).
 const waitDelay = 2 * time.Second
+
+// CheckSandbox refuses a sandbox mode this node cannot run: an unknown
+// one, or bwrap without bubblewrap installed. A runtime checks its block's
+// mode when the node starts, rather than failing every turn.
+func CheckSandbox(mode string) error {
+	switch mode {
+	case "", SandboxNone:
+	case SandboxBwrap:
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			return fmt.Errorf("sandbox %q needs bubblewrap installed (Debian: apt-get install bubblewrap)", mode)
+		}
+	default:
+		return fmt.Errorf("unknown sandbox %q (write %q or %q)", mode, SandboxNone, SandboxBwrap)
+	}
+	return nil
+}
 
 // Spec describes one process.
 type Spec struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner"
 )
 
 // claude runs Claude Code in print mode with stream-json both ways (notes
@@ -89,8 +90,8 @@ func (c *claudeTurn) begin(s *stream) {
 	init.Type, init.RequestID, init.Request.Subtype = "control_request", "req_1_"+randomHex(4), "initialize"
 	var user claudeUserMessage
 	user.Type, user.Message.Role, user.Message.Content = "user", "user", c.prompt
-	s.pr.send(encodeLine(init))
-	s.pr.send(encodeLine(user))
+	s.pr.Send(encodeLine(init))
+	s.pr.Send(encodeLine(user))
 }
 
 // The lines claude writes, as far as fak reads them (notes §1.2).
@@ -209,7 +210,7 @@ func (c *claudeTurn) blocks(s *stream, blocks []claudeBlock, parent *string) err
 			}
 		case "tool_result":
 			out := claudeContent(b.Content)
-			x := map[string]any{"content": truncate(out, toolDataBytes)}
+			x := map[string]any{"content": runner.Truncate(out, toolDataBytes)}
 			if len(out) > toolDataBytes {
 				x["content_truncated"] = true
 			}
@@ -296,7 +297,7 @@ func claudeFailure(r claudeResult) string {
 			why = append(why, jsonString(e))
 		}
 	}
-	return truncate(strings.Join(why, ": "), 4*summaryBytes)
+	return runner.Truncate(strings.Join(why, ": "), 4*summaryBytes)
 }
 
 // newUUID is a random (version 4) UUID: claude's id of a new thread.

@@ -59,7 +59,7 @@ func (c *claudeTurn) control(s *stream, line []byte) error {
 		var resp claudeControlResponse
 		resp.Type, resp.Response.Subtype, resp.Response.RequestID = "control_response", "error", r.RequestID
 		resp.Response.Error = "not supported by fak"
-		s.pr.send(encodeLine(resp))
+		s.pr.Send(encodeLine(resp))
 		return nil
 	}
 	return c.permission(s, r)
@@ -91,14 +91,14 @@ func (c *claudeTurn) permission(s *stream, r claudeRequestLine) error {
 	for k, v := range map[string]json.RawMessage{"title": req.Title, "description": req.Description,
 		"decision_reason": req.DecisionReason, "blocked_path": req.BlockedPath} {
 		if str := jsonString(v); str != "" {
-			data[k] = truncate(str, summaryBytes)
+			data[k] = runner.Truncate(str, summaryBytes)
 		}
 	}
 	text := req.ToolName
 	if sum := inputSummary(input); sum != "" {
 		text += ": " + sum
 	}
-	seq, err := s.emit(runner.Event{Kind: fsm.KindApprovalRequested, Text: truncate(text, summaryBytes), Data: marshal(data)})
+	seq, err := s.emit(runner.Event{Kind: fsm.KindApprovalRequested, Text: runner.Truncate(text, summaryBytes), Data: marshal(data)})
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (c *claudeTurn) answer(s *stream, requestID string, verdict any) {
 	var resp claudeControlResponse
 	resp.Type, resp.Response.Subtype, resp.Response.RequestID = "control_response", "success", requestID
 	resp.Response.Response = verdict
-	s.pr.send(encodeLine(resp))
+	s.pr.Send(encodeLine(resp))
 }
 
 // deniedBy tells the agent who denied the approval at seq, as the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -167,8 +168,8 @@ func TestClaudeChargesAFailedResult(t *testing.T) {
 	f := newFixture(t)
 	rt, _ := f.start(Options{Kind: ProviderClaude}, history(1, "provider-error"), nil)
 	tr := &runnertest.Turn{Input: 1}
-	_, err := runTurn(t, rt, inputEvent(1, "provider-error"), tr)
-	wantReason(t, err, ReasonProviderError)
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "provider-error"), tr)
+	proctest.WantReason(t, err, ReasonProviderError)
 	if c := tr.Charges(); len(c) != 1 || c[0].InputTokens != 5 || c[0].SpendMicros != 1000 {
 		t.Fatalf("charges %v", c)
 	}

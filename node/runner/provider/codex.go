@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/internal/tomlquote"
+	"github.com/fak-dev/fak/node/runner"
 )
 
 // codex runs codex exec with JSON lines out (notes §2): the prompt on
@@ -33,12 +35,12 @@ func (codex) invoke(rt *runtime, p plan) (invocation, error) {
 		// A provider of fak's own: the OPENAI_BASE_URL variable is gone
 		// (notes §2.5), codex speaks only the Responses API, and the
 		// websocket transport would bypass a plain HTTP gateway.
-		provider := "{name=" + tomlString("fak") +
-			",base_url=" + tomlString(g.URL+"/gateway/openai/v1") +
-			",env_key=" + tomlString(codexGatewayKey) +
-			",wire_api=" + tomlString("responses") +
+		provider := "{name=" + tomlquote.String("fak") +
+			",base_url=" + tomlquote.String(g.URL+"/gateway/openai/v1") +
+			",env_key=" + tomlquote.String(codexGatewayKey) +
+			",wire_api=" + tomlquote.String("responses") +
 			",supports_websockets=false" +
-			",http_headers={" + tomlString(traceHeader) + "=" + tomlString(headerValue(rt.ep.SessionID)) + "}}"
+			",http_headers={" + tomlquote.String(traceHeader) + "=" + tomlquote.String(headerValue(rt.ep.SessionID)) + "}}"
 		args = append(args, "-c", "model_provider=fak", "-c", "model_providers.fak="+provider)
 		env = append(env, codexGatewayKey+"="+g.Key)
 	}
@@ -61,8 +63,8 @@ type codexTurn struct {
 
 // begin writes the prompt and closes stdin: codex reads it to its end.
 func (c *codexTurn) begin(s *stream) {
-	s.pr.send([]byte(c.prompt))
-	s.pr.closeStdin()
+	s.pr.Send([]byte(c.prompt))
+	s.pr.CloseStdin()
 }
 
 // The lines codex writes, as far as fak reads them (notes §2.2).
@@ -204,7 +206,7 @@ func codexResult(s *stream, it *codexItem) error {
 	switch it.Type {
 	case "command_execution":
 		failed = failed || it.ExitCode != nil && *it.ExitCode != 0
-		x := map[string]any{"output": truncate(it.AggregatedOutput, toolDataBytes), "exit_code": it.ExitCode, "status": it.Status}
+		x := map[string]any{"output": runner.Truncate(it.AggregatedOutput, toolDataBytes), "exit_code": it.ExitCode, "status": it.Status}
 		return s.toolResult(it.ID, it.AggregatedOutput, failed, x)
 	case "file_change":
 		changes, _ := rawJSON(it.Changes)

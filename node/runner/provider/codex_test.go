@@ -8,6 +8,7 @@ import (
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -66,6 +67,6 @@ func TestCodexItems(t *testing.T) {
 func TestCodexFatalError(t *testing.T) {
 	f := newFixture(t)
 	rt, _ := f.start(Options{Kind: ProviderCodex}, history(1, "fatal-error"), nil)
-	_, err := runTurn(t, rt, inputEvent(1, "fatal-error"), &runnertest.Turn{Input: 1})
-	wantReason(t, err, ReasonProviderError, "codex: model gpt-x does not exist")
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, "fatal-error"), &runnertest.Turn{Input: 1})
+	proctest.WantReason(t, err, ReasonProviderError, "codex: model gpt-x does not exist")
 }

@@ -111,7 +111,7 @@ func (g *geminiTurn) line(s *stream, typ string, line []byte) error {
 	case "tool_result":
 		out := jsonString(l.Output)
 		failed := l.Status == "error"
-		x := map[string]any{"status": l.Status, "output": truncate(out, toolDataBytes)}
+		x := map[string]any{"status": l.Status, "output": runner.Truncate(out, toolDataBytes)}
 		if l.Error != nil {
 			x["error"] = l.Error
 			if out == "" {

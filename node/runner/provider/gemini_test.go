@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -67,6 +68,6 @@ func TestGeminiPromptTooLarge(t *testing.T) {
 	f := newFixture(t)
 	big := strings.Repeat("x", maxArgBytes)
 	rt, _ := f.start(Options{Kind: ProviderGemini}, history(1, big), nil)
-	_, err := runTurn(t, rt, inputEvent(1, big), &runnertest.Turn{Input: 1})
-	wantReason(t, err, ReasonPromptTooLarge)
+	_, err := proctest.RunTurn(t, rt, inputEvent(1, big), &runnertest.Turn{Input: 1})
+	proctest.WantReason(t, err, ReasonPromptTooLarge)
 }

@@ -3,29 +3,19 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
-
-// patience bounds every wait of these tests: far above what a turn takes,
-// so only a hang reaches it.
-const patience = 20 * time.Second
-
-// promptly bounds how long a cancelled turn may take to return: killing a
-// group and reaping it takes milliseconds.
-const promptly = 5 * time.Second
 
 const testSession = "ses_test"
 
@@ -156,67 +146,14 @@ func inputEvent(seq uint64, text string) *fsmpb.Event {
 	return &fsmpb.Event{SessionId: testSession, Seq: seq, Kind: fsm.KindInput, Text: text}
 }
 
-// turnResult is what a Turn returned.
-type turnResult struct {
-	res runner.TurnResult
-	err error
-}
-
-// goTurn runs a turn in the background; the channel yields its result.
-func goTurn(ctx context.Context, rt runner.Runtime, in *fsmpb.Event, tr runner.Turn) <-chan turnResult {
-	ch := make(chan turnResult, 1)
-	go func() {
-		res, err := runnertest.Run(ctx, rt, in, tr)
-		ch <- turnResult{res, err}
-	}()
-	return ch
-}
-
-// runTurn runs a turn to its end, failing the test if it hangs.
-func runTurn(t *testing.T, rt runner.Runtime, in *fsmpb.Event, tr runner.Turn) (runner.TurnResult, error) {
-	t.Helper()
-	r := awaitTurn(t, goTurn(context.Background(), rt, in, tr), patience)
-	return r.res, r.err
-}
-
 // mustTurn runs a turn that must succeed.
 func mustTurn(t *testing.T, rt runner.Runtime, in *fsmpb.Event, tr runner.Turn) runner.TurnResult {
 	t.Helper()
-	res, err := runTurn(t, rt, in, tr)
+	res, err := proctest.RunTurn(t, rt, in, tr)
 	if err != nil {
 		t.Fatalf("turn %d: %v", in.Seq, err)
 	}
 	return res
-}
-
-// awaitTurn waits for a turn started with goTurn, failing if it hangs.
-func awaitTurn(t *testing.T, ch <-chan turnResult, within time.Duration) turnResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(within):
-		t.Fatalf("the turn did not end within %s", within)
-		return turnResult{}
-	}
-}
-
-// wantReason fails unless err is a TurnError with reason whose message
-// holds every part.
-func wantReason(t *testing.T, err error, reason string, parts ...string) {
-	t.Helper()
-	var te *runner.TurnError
-	if !errors.As(err, &te) {
-		t.Fatalf("error %v (%T), want a %s TurnError", err, err, reason)
-	}
-	if te.Reason != reason {
-		t.Fatalf("reason %s (%v), want %s", te.Reason, err, reason)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Fatalf("error %q does not say %q", err, p)
-		}
-	}
 }
 
 // kinds lists the kinds of events, output runs folded into one.
@@ -278,81 +215,6 @@ func eventsOf(tr *runnertest.Turn, kind string) []runner.Event {
 		}
 	}
 	return out
-}
-
-// readPids reads the pids a fake recorded in path, waiting for the file.
-func readPids(t *testing.T, path string) []int {
-	t.Helper()
-	var b []byte
-	deadline := time.Now().Add(patience)
-	for {
-		var err error
-		if b, err = os.ReadFile(path); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		pids = append(pids, pid)
-	}
-	if len(pids) == 0 {
-		t.Fatalf("%s holds no pids", path)
-	}
-	return pids
-}
-
-// gone reports whether pid has exited: no such process, or a zombie
-// waiting for init to reap it.
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
-}
-
-// wantAllDead fails unless every pid is gone within a short deadline: a
-// SIGKILLed process takes a moment to finish exiting, never longer.
-func wantAllDead(t *testing.T, pids []int) {
-	t.Helper()
-	deadline := time.Now().Add(promptly)
-	for _, pid := range pids {
-		for !gone(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d of the turn's group outlived the turn", pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-}
-
-// approvalTurn is a fake Turn whose AwaitApproval blocks until the turn is
-// cancelled, telling the test once it is waiting.
-type approvalTurn struct {
-	*runnertest.Turn
-	waiting chan uint64
-}
-
-func (a *approvalTurn) AwaitApproval(ctx context.Context, seq uint64) (bool, error) {
-	select {
-	case a.waiting <- seq:
-	default:
-	}
-	<-ctx.Done()
-	return false, ctx.Err()
 }
 
 // liveJournal is a Journal that grows: a test appends what the cluster

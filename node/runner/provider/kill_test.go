@@ -1,13 +1,12 @@
 package provider
 
 import (
-	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -17,17 +16,10 @@ func TestInterruptKillsTheCLI(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kindCase) {
 		f := newFixture(t)
 		rt, ws := f.start(Options{Kind: k.kind}, history(1, "sleep"), nil)
-		tr := &runnertest.Turn{Input: 1}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := goTurn(ctx, rt, inputEvent(1, "sleep"), tr)
-		pids := readPids(t, filepath.Join(ws, "pids"))
-		cancel()
-		r := awaitTurn(t, done, promptly)
-		if !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("error %v, want context.Canceled", r.err)
-		}
-		wantAllDead(t, pids)
+		run := proctest.Go(t, rt, inputEvent(1, "sleep"), &runnertest.Turn{Input: 1})
+		pids := proctest.ReadPids(t, filepath.Join(ws, "pids"))
+		run.Interrupt(t)
+		proctest.WantAllDead(t, pids)
 	})
 }
 
@@ -37,9 +29,9 @@ func TestTurnTimeoutKillsTheCLI(t *testing.T) {
 		f := newFixture(t)
 		rt, ws := f.start(Options{Kind: k.kind, TurnTimeout: 500 * time.Millisecond}, history(1, "sleep"), nil)
 		tr := &runnertest.Turn{Input: 1}
-		r := awaitTurn(t, goTurn(context.Background(), rt, inputEvent(1, "sleep"), tr), promptly)
-		wantReason(t, r.err, ReasonTurnTimeout, "timeout of 500ms")
-		wantAllDead(t, readPids(t, filepath.Join(ws, "pids")))
+		r := proctest.Go(t, rt, inputEvent(1, "sleep"), tr).Await(t, proctest.Promptly)
+		proctest.WantReason(t, r.Err, ReasonTurnTimeout, "timeout of 500ms")
+		proctest.WantAllDead(t, proctest.ReadPids(t, filepath.Join(ws, "pids")))
 		if !strings.Contains(tr.Output(), "ready") {
 			t.Fatalf("output before the timeout not journaled: %q", tr.Output())
 		}
@@ -51,20 +43,10 @@ func TestTurnTimeoutKillsTheCLI(t *testing.T) {
 func TestInterruptDuringAClaudeApproval(t *testing.T) {
 	f := newFixture(t)
 	rt, _ := f.start(Options{Kind: ProviderClaude}, history(1, "use-tool"), nil)
-	tr := &approvalTurn{Turn: &runnertest.Turn{Input: 1}, waiting: make(chan uint64, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := goTurn(ctx, rt, inputEvent(1, "use-tool"), tr)
-	select {
-	case <-tr.waiting:
-	case <-time.After(patience):
-		t.Fatal("the turn never waited for the approval")
-	}
-	cancel()
-	r := awaitTurn(t, done, promptly)
-	if !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("error %v, want context.Canceled", r.err)
-	}
+	tr := proctest.NewApprovalTurn(1)
+	run := proctest.Go(t, rt, inputEvent(1, "use-tool"), tr)
+	tr.WaitForApproval(t)
+	run.Interrupt(t)
 	if strings.Contains(tr.Output(), "two files") || f.last().has("answer ") {
 		t.Fatal("claude went on after the interrupt")
 	}

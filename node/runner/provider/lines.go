@@ -1,12 +1,12 @@
 package provider
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/fak-dev/fak/node/runner"
 )
 
 // maxLineBytes bounds one line of a CLI's stdout. A provider's line holds
@@ -15,54 +15,12 @@ import (
 // memory.
 const maxLineBytes = 16 << 20
 
-// errLineTooLong: a line past maxLineBytes.
-var errLineTooLong = fmt.Errorf("longer than %d bytes (16 MiB)", maxLineBytes)
-
-// lineReader splits a CLI's stdout into lines, numbered from 1.
-type lineReader struct {
-	r *bufio.Reader
-	n int // the number of the line last read
-}
-
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
-}
-
-// next returns the next line without its end. The last line may lack a
-// newline. A line longer than maxLineBytes is errLineTooLong, read no
-// further: the turn ends there.
-func (l *lineReader) next() ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := l.r.ReadSlice('\n')
-		if len(line)+len(frag) > maxLineBytes+2 { // room for "\r\n"
-			l.n++
-			return nil, errLineTooLong
-		}
-		line = append(line, frag...)
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-		case err != nil:
-			return nil, err
-		}
-		l.n++
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) > maxLineBytes {
-			return nil, errLineTooLong
-		}
-		return line, nil
-	}
-}
-
 // lineType checks that line is a JSON object with a string "type", the
 // one shape all three CLIs share, and returns the type. What else a line
 // holds is the dialect's to read.
 func lineType(line []byte) (string, error) {
 	if b := bytes.TrimSpace(line); len(b) == 0 || b[0] != '{' {
-		return "", fmt.Errorf("not a JSON object: %s", truncate(string(line), 120))
+		return "", fmt.Errorf("not a JSON object: %s", runner.Truncate(string(line), 120))
 	}
 	var head struct {
 		Type *string `json:"type"`

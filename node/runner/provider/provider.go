@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -149,14 +148,8 @@ func New(o Options) (runner.Adapter, error) {
 	case o.TurnTimeout == 0:
 		o.TurnTimeout = DefaultTurnTimeout
 	}
-	switch o.Sandbox {
-	case "", proc.SandboxNone:
-	case proc.SandboxBwrap:
-		if _, err := osexec.LookPath("bwrap"); err != nil {
-			return nil, fmt.Errorf("%s: sandbox %q needs bubblewrap installed (Debian: apt-get install bubblewrap)", what, o.Sandbox)
-		}
-	default:
-		return nil, fmt.Errorf("%s: unknown sandbox %q (write %q or %q)", what, o.Sandbox, proc.SandboxNone, proc.SandboxBwrap)
+	if err := proc.CheckSandbox(o.Sandbox); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	for _, kv := range o.Env {
 		k, _, ok := strings.Cut(kv, "=")

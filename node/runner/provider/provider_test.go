@@ -9,6 +9,7 @@ import (
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc/proctest"
 	"github.com/fak-dev/fak/node/runner/runnertest"
 )
 
@@ -290,8 +291,8 @@ func TestAFailedExitIsRuntimeExit(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kindCase) {
 		f := newFixture(t)
 		rt, _ := f.start(Options{Kind: k.kind}, history(1, "fail-exit"), nil)
-		_, err := runTurn(t, rt, inputEvent(1, "fail-exit"), &runnertest.Turn{Input: 1})
-		wantReason(t, err, ReasonRuntimeExit, k.exit...)
+		_, err := proctest.RunTurn(t, rt, inputEvent(1, "fail-exit"), &runnertest.Turn{Input: 1})
+		proctest.WantReason(t, err, ReasonRuntimeExit, k.exit...)
 	})
 }
 
@@ -301,8 +302,8 @@ func TestAMalformedLineIsAProtocolError(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kindCase) {
 		f := newFixture(t)
 		rt, _ := f.start(Options{Kind: k.kind}, history(1, "malformed"), nil)
-		r := awaitTurn(t, goTurn(t.Context(), rt, inputEvent(1, "malformed"), &runnertest.Turn{Input: 1}), promptly)
-		wantReason(t, r.err, ReasonRuntimeProtocol, k.malformed...)
+		r := proctest.Go(t, rt, inputEvent(1, "malformed"), &runnertest.Turn{Input: 1}).Await(t, proctest.Promptly)
+		proctest.WantReason(t, r.Err, ReasonRuntimeProtocol, k.malformed...)
 	})
 }
 
@@ -311,8 +312,8 @@ func TestAReportedFailureIsAProviderError(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kindCase) {
 		f := newFixture(t)
 		rt, _ := f.start(Options{Kind: k.kind}, history(1, "provider-error"), nil)
-		_, err := runTurn(t, rt, inputEvent(1, "provider-error"), &runnertest.Turn{Input: 1})
-		wantReason(t, err, ReasonProviderError, k.providerError...)
+		_, err := proctest.RunTurn(t, rt, inputEvent(1, "provider-error"), &runnertest.Turn{Input: 1})
+		proctest.WantReason(t, err, ReasonProviderError, k.providerError...)
 	})
 }
 
@@ -321,7 +322,7 @@ func TestAMissingCLIFailsToStart(t *testing.T) {
 	eachKind(t, func(t *testing.T, k kindCase) {
 		f := newFixture(t)
 		rt, _ := f.start(Options{Kind: k.kind, Command: []string{"/nonexistent/" + k.kind}}, history(1, "hi"), nil)
-		_, err := runTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
-		wantReason(t, err, ReasonRuntimeStart, "/nonexistent/"+k.kind)
+		_, err := proctest.RunTurn(t, rt, inputEvent(1, "hi"), &runnertest.Turn{Input: 1})
+		proctest.WantReason(t, err, ReasonRuntimeStart, "/nonexistent/"+k.kind)
 	})
 }

@@ -2,9 +2,7 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,23 +67,12 @@ func (rt *runtime) SafePoint(context.Context) error { return nil }
 // the turn returns.
 func (rt *runtime) Stop() error { return nil }
 
-// errTurnTimeout is the cause of a turn context that ran out of time.
-var errTurnTimeout = errors.New("turn timeout")
-
 // Turn runs the CLI once for the input. On cancellation it returns ctx's
 // error once the process group is dead.
 func (rt *runtime) Turn(ctx context.Context, in *fsmpb.Event, t runner.Turn) (runner.TurnResult, error) {
-	tctx, cancel := context.WithTimeoutCause(ctx, rt.o.TurnTimeout, errTurnTimeout)
-	defer cancel()
-	res, err := rt.turn(ctx, tctx, in, t)
-	switch {
-	case ctx.Err() != nil:
-		return runner.TurnResult{}, ctx.Err()
-	case errors.Is(context.Cause(tctx), errTurnTimeout):
-		return runner.TurnResult{}, runner.Failf(ReasonTurnTimeout,
-			"the turn ran past its timeout of %s; its process group was killed", rt.o.TurnTimeout)
-	}
-	return res, err
+	return proc.TimedTurn(ctx, rt.o.TurnTimeout, ReasonTurnTimeout, func(tctx context.Context) (runner.TurnResult, error) {
+		return rt.turn(ctx, tctx, in, t)
+	})
 }
 
 // turn resumes the runtime's thread, or starts a new one whose first
@@ -116,7 +103,7 @@ func (rt *runtime) turn(ctx, tctx context.Context, in *fsmpb.Event, t runner.Tur
 			res.Facts["context_turns"] = turns
 		}
 		if lost != "" {
-			res.Facts["resume_failed"] = truncate(lost, summaryBytes)
+			res.Facts["resume_failed"] = runner.Truncate(lost, summaryBytes)
 		}
 	}
 	return res, err
@@ -133,13 +120,16 @@ func (rt *runtime) attempt(ctx, tctx context.Context, t runner.Turn, p plan) (ru
 	// output left is journaled.
 	out := runner.NewOutput(ctx, t)
 	defer out.Close()
-	pr, err := startProcess(tctx, rt.spec(p.in, inv), inv.stdin)
+	pr, err := proc.Start(tctx, rt.spec(p.in, inv), proc.StartOptions{
+		Stdin: inv.stdin, Reason: ReasonRuntimeStart,
+		Hint: "install the CLI or name it in the runtime block's command",
+	})
 	if err != nil {
 		return runner.TurnResult{}, nil, err
 	}
-	defer pr.stop()
+	defer pr.Stop()
 	s := &stream{
-		rt: rt, ctx: ctx, tctx: tctx, t: t, pr: pr, out: out, lines: newLineReader(pr),
+		rt: rt, ctx: ctx, tctx: tctx, t: t, pr: pr, out: out, lines: proc.NewLineReader(pr, maxLineBytes),
 		resumed: p.resume,
 	}
 	res, err := s.run(rt.cli.handler(rt, p))
@@ -164,13 +154,7 @@ func (rt *runtime) spec(in *fsmpb.Event, inv invocation) proc.Spec {
 		}
 	}
 	env = append(env, inv.env...)
-	env = append(env,
-		"FAK_SESSION_ID="+rt.ep.SessionID,
-		"FAK_EPOCH="+strconv.FormatUint(rt.ep.Epoch, 10),
-		"FAK_INPUT_SEQ="+strconv.FormatUint(in.Seq, 10),
-		"FAK_ADDR="+rt.ep.Addr,
-		"FAK_WORKSPACE="+rt.ep.Workspace,
-	)
+	env = append(env, proc.TurnEnv(rt.ep, in.Seq)...)
 	return proc.Spec{
 		Argv:    append(append([]string(nil), rt.o.Command...), inv.args...),
 		Dir:     rt.ep.Workspace,

@@ -13,6 +13,7 @@ import (
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // stream is one turn's process in progress: its lines read one by one,
@@ -24,9 +25,9 @@ type stream struct {
 	ctx     context.Context // the runner's: writes
 	tctx    context.Context // bounded by the turn timeout: the process, waits for people
 	t       runner.Turn
-	pr      *process
+	pr      *proc.Piped
 	out     *runner.Output
-	lines   *lineReader
+	lines   *proc.LineReader
 	resumed string // the thread the process resumes ("": a new one)
 
 	thread    string // the thread the CLI named, bound on the turn
@@ -54,11 +55,11 @@ func (s *stream) run(h handler) (runner.TurnResult, error) {
 		if err := s.tctx.Err(); err != nil {
 			return runner.TurnResult{}, err
 		}
-		line, err := s.lines.next()
+		line, err := s.lines.Next()
 		switch {
 		case errors.Is(err, io.EOF):
 			return runner.TurnResult{}, s.endedEarly()
-		case errors.Is(err, errLineTooLong):
+		case errors.Is(err, proc.ErrLineTooLong):
 			return runner.TurnResult{}, s.fail("%v", err)
 		case err != nil:
 			return runner.TurnResult{}, fmt.Errorf("reading %s's stdout: %w", s.rt.o.Kind, err)
@@ -80,8 +81,8 @@ func (s *stream) run(h handler) (runner.TurnResult, error) {
 // fail ends the turn for a protocol error on the line last read: the
 // group is killed at once.
 func (s *stream) fail(format string, args ...any) error {
-	s.pr.kill()
-	return runner.Failf(ReasonRuntimeProtocol, "line %d: %s", s.lines.n, fmt.Sprintf(format, args...))
+	s.pr.Kill()
+	return runner.Failf(ReasonRuntimeProtocol, "line %d: %s", s.lines.N(), fmt.Sprintf(format, args...))
 }
 
 // bind records the thread the CLI names, as soon as it names it: the
@@ -142,7 +143,7 @@ func (s *stream) toolCall(id, name string, input json.RawMessage, extra map[stri
 	if sum := inputSummary(input); sum != "" && sum != "null" {
 		text += ": " + sum
 	}
-	_, err := s.emit(runner.Event{Kind: fsm.KindToolCall, Text: truncate(text, summaryBytes), Data: marshal(data)})
+	_, err := s.emit(runner.Event{Kind: fsm.KindToolCall, Text: runner.Truncate(text, summaryBytes), Data: marshal(data)})
 	return err
 }
 
@@ -151,7 +152,7 @@ func (s *stream) toolCall(id, name string, input json.RawMessage, extra map[stri
 func (s *stream) toolResult(id, output string, isError bool, extra map[string]any) error {
 	data := map[string]any{"tool_use_id": id, "is_error": isError}
 	maps.Copy(data, extra)
-	_, err := s.emit(runner.Event{Kind: fsm.KindToolResult, Text: truncate(output, toolTextBytes), Data: marshal(data)})
+	_, err := s.emit(runner.Event{Kind: fsm.KindToolResult, Text: runner.Truncate(output, toolTextBytes), Data: marshal(data)})
 	return err
 }
 
@@ -160,14 +161,14 @@ func (s *stream) toolResult(id, output string, isError bool, extra map[string]an
 // that lingers past its result (an MCP server shutting down) is killed:
 // its answer is complete.
 func (s *stream) finish() (runner.TurnResult, error) {
-	resultAt := s.lines.n
-	s.pr.closeStdin()
-	grace := time.AfterFunc(s.rt.exitGrace, s.pr.kill) // its stdout then ends too
+	resultAt := s.lines.N()
+	s.pr.CloseStdin()
+	grace := time.AfterFunc(s.rt.exitGrace, s.pr.Kill) // its stdout then ends too
 	defer grace.Stop()
-	if n, _ := io.Copy(io.Discard, s.lines.r); n > 0 {
+	if n := s.lines.Discard(); n > 0 {
 		s.rt.o.Logger.Debug("dropped output after the result", "session", s.rt.ep.SessionID, "provider", s.rt.o.Kind, "bytes", n)
 	}
-	exited := s.pr.waitExit(s.rt.exitGrace)
+	exited := s.pr.WaitExit(s.rt.exitGrace)
 	if err := s.tctx.Err(); err != nil {
 		return runner.TurnResult{}, err
 	}
@@ -180,7 +181,7 @@ func (s *stream) finish() (runner.TurnResult, error) {
 	if !exited {
 		s.rt.o.Logger.Warn("the CLI did not exit after its result; its group was killed",
 			"session", s.rt.ep.SessionID, "provider", s.rt.o.Kind, "line", resultAt)
-	} else if err := s.pr.exitStatus(fmt.Sprintf("after its result (line %d)", resultAt)); err != nil {
+	} else if err := s.pr.ExitStatus(ReasonRuntimeExit, fmt.Sprintf("after its result (line %d)", resultAt)); err != nil {
 		return runner.TurnResult{}, err
 	}
 	tail, err := s.out.Detach()
@@ -203,7 +204,7 @@ func (s *stream) finish() (runner.TurnResult, error) {
 // says why; else a CLI that exited non-zero failed (its stderr says why),
 // one that exited 0 or kept running broke the protocol.
 func (s *stream) endedEarly() error {
-	exited := s.pr.waitExit(s.rt.exitGrace)
+	exited := s.pr.WaitExit(s.rt.exitGrace)
 	if err := s.tctx.Err(); err != nil {
 		return err
 	}
@@ -213,10 +214,10 @@ func (s *stream) endedEarly() error {
 	if !exited {
 		return runner.Failf(ReasonRuntimeProtocol, "%s closed its stdout without a result; its group was killed", s.rt.o.Kind)
 	}
-	if err := s.pr.exitStatus("before its result"); err != nil {
+	if err := s.pr.ExitStatus(ReasonRuntimeExit, "before its result"); err != nil {
 		return err
 	}
-	return runner.Failf(ReasonRuntimeProtocol, "%s exited without a result (exit status 0, after %d lines)", s.rt.o.Kind, s.lines.n)
+	return runner.Failf(ReasonRuntimeProtocol, "%s exited without a result (exit status 0, after %d lines)", s.rt.o.Kind, s.lines.N())
 }
 
 // stillborn reports whether a resumed process failed before the CLI

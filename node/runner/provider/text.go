@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/fak-dev/fak/node/runner"
 )
 
 // Bounds on what one event carries: the API refuses an event past 1 MiB
@@ -18,19 +19,6 @@ const (
 	maxPromptPrefix = 32 << 10  // the journal's conversation before a new thread's prompt
 )
 
-// truncate cuts s to at most n bytes at a character boundary, marking the
-// cut with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
-
 // rawJSON returns v as compact JSON for an event's data: a value past
 // toolDataBytes becomes a string holding its start, and cut reports it.
 // Absent or null is null.
@@ -41,12 +29,12 @@ func rawJSON(v json.RawMessage) (out json.RawMessage, cut bool) {
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, v); err != nil {
-		return marshal(truncate(string(v), toolDataBytes)), true
+		return marshal(runner.Truncate(string(v), toolDataBytes)), true
 	}
 	if b.Len() <= toolDataBytes {
 		return b.Bytes(), false
 	}
-	return marshal(truncate(b.String(), toolDataBytes)), true
+	return marshal(runner.Truncate(b.String(), toolDataBytes)), true
 }
 
 // jsonString is v's text when v is a JSON string, else v itself (compact
@@ -84,6 +72,6 @@ func inputSummary(input json.RawMessage) string {
 
 // oneLine folds s's line breaks into spaces, bounded for a summary.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(truncate(s, 4*summaryBytes)), " ")
-	return truncate(s, summaryBytes)
+	s = strings.Join(strings.Fields(runner.Truncate(s, 4*summaryBytes)), " ")
+	return runner.Truncate(s, summaryBytes)
 }

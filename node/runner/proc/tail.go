@@ -1,4 +1,4 @@
-package provider
+package proc
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ const (
 	tailBytes = 4 << 10
 )
 
-// tail keeps the end of a CLI's stderr: the last tailBytes, of which
-// String gives the last tailLines lines. A chatty CLI (debug logs, update
-// notices) costs nothing more than that.
+// tail keeps the end of a process's stderr: the last tailBytes, of which
+// String gives the last tailLines lines. A chatty process (debug logs, a
+// CLI's update notices) costs nothing more than that.
 type tail struct {
 	mu  sync.Mutex
 	buf []byte

@@ -1,4 +1,4 @@
-package exec
+package proc
 
 import (
 	"os"
@@ -7,9 +7,10 @@ import (
 
 // stdinWriter writes to a process's stdin from its own goroutine, in
 // order, so fak never blocks on a process that is not reading (a large
-// turn line, a process busy writing stdout): the turn keeps reading its
-// output meanwhile. Once a write fails (the process is gone or closed
-// stdin) the rest is dropped: the process's stdout tells what happened.
+// turn line or prompt, a process busy writing stdout): the turn keeps
+// reading its output meanwhile. Once a write fails (the process is gone
+// or closed stdin) the rest is dropped: the process's stdout tells what
+// happened.
 type stdinWriter struct {
 	f    *os.File
 	done chan struct{}
