@@ -111,5 +111,6 @@ func moveToAPI(sessionID string, m *fsmpb.Move) *fakv1.Move {
 		NewEpoch: m.NewEpoch, Reason: m.Reason, Phase: m.Phase,
 		RequestedUnixNano: m.RequestedUnixNano, StateUnixNano: m.StateUnixNano,
 		Checks: m.Checks, Degradation: m.Degradation, AcceptDegradation: m.AcceptDegradation,
+		WorkspaceDigest: m.Workspace.GetDigest(), WorkspaceBytes: m.Workspace.GetBytes(), WorkspaceChunks: m.Workspace.GetChunks(),
 	}
 }

@@ -72,6 +72,9 @@ var procedureRoles = map[string]fakv1.Role{
 	fakv1connect.RunnerServiceCommitCheckpointProcedure:   RoleOperator,
 	fakv1connect.RunnerServiceCommitRestoreProcedure:      RoleOperator,
 	fakv1connect.RunnerServiceFailMoveProcedure:           RoleOperator,
+	// Node to node: a workspace holds an agent's files.
+	fakv1connect.RunnerServiceGetWorkspaceManifestProcedure: RoleOperator,
+	fakv1connect.RunnerServiceFetchWorkspaceChunksProcedure: RoleOperator,
 
 	fakv1connect.OperatorServiceSnapshotSaveProcedure:       RoleOperator,
 	fakv1connect.OperatorServiceSnapshotRestoreProcedure:    RoleOperator,

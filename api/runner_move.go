@@ -54,13 +54,19 @@ func (h *runnerHandler) CommitCheckpoint(ctx context.Context, req *connect.Reque
 	if m.SourceEpoch == 0 || m.CheckpointSeq == 0 || m.Digest == "" {
 		return nil, invalidArgument("source_epoch, checkpoint_seq and digest are required")
 	}
-	id := moveStepID("checkpoint", m.SessionId, m.MoveId, strconv.FormatUint(m.SourceEpoch, 10),
-		strconv.FormatUint(m.CheckpointSeq, 10), m.Digest)
+	if len(m.WorkspaceDigest) > fsm.MaxWorkspaceDigestBytes {
+		return nil, invalidArgument("workspace_digest longer than %d bytes", fsm.MaxWorkspaceDigestBytes)
+	}
+	parts := []string{m.SessionId, m.MoveId, strconv.FormatUint(m.SourceEpoch, 10), strconv.FormatUint(m.CheckpointSeq, 10), m.Digest}
+	if m.WorkspaceDigest != "" {
+		parts = append(parts, m.WorkspaceDigest)
+	}
+	id := moveStepID("checkpoint", parts...)
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: id, Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
 				SessionId: m.SessionId, MoveId: m.MoveId, SourceEpoch: m.SourceEpoch,
-				CheckpointSeq: m.CheckpointSeq, Digest: m.Digest,
+				CheckpointSeq: m.CheckpointSeq, Digest: m.Digest, Workspace: workspaceOf(m),
 			}}}
 		},
 		func(*fsmpb.Result) *fakv1.CommitCheckpointResponse { return &fakv1.CommitCheckpointResponse{} },
@@ -109,4 +115,12 @@ func (h *runnerHandler) FailMove(ctx context.Context, req *connect.Request[fakv1
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.FailMoveRequest]) (*connect.Response[fakv1.FailMoveResponse], error) {
 			return p.runner.FailMove(ctx, r)
 		})
+}
+
+// workspaceOf is a checkpoint's workspace (nil: none carried).
+func workspaceOf(m *fakv1.CommitCheckpointRequest) *fsmpb.Workspace {
+	if m.WorkspaceDigest == "" {
+		return nil
+	}
+	return &fsmpb.Workspace{Digest: m.WorkspaceDigest, Bytes: m.WorkspaceBytes, Chunks: m.WorkspaceChunks}
 }

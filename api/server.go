@@ -58,6 +58,9 @@ type Config struct {
 	// node to admit at its last pass (nil: none known). It is asked on the
 	// leader only (DrainStatus).
 	Blocked func(node string) []BlockedSession
+	// Workspaces serves the workspace snapshots this node's store holds to
+	// other nodes (a move's destination); nil serves none (NOT_FOUND).
+	Workspaces WorkspaceStore
 	// Gateway configures the metering gateway served at /gateway/ (nil:
 	// served with no account: every call is refused NO_ACCOUNT).
 	Gateway *GatewayConfig

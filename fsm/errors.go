@@ -46,6 +46,10 @@ const (
 	ReasonMoveState      Reason = "MOVE_STATE" // a transition not allowed from the move's state
 	ReasonMoveUnsafe     Reason = "MOVE_UNSAFE"
 	ReasonDigestMismatch Reason = "DIGEST_MISMATCH"
+	// The workspace a destination assembled does not match the digest the
+	// checkpoint committed (a chunk or the manifest altered on the way):
+	// the move fails, the source stays authoritative.
+	ReasonWorkspaceDigestMismatch Reason = "WORKSPACE_DIGEST_MISMATCH"
 	// Reasons only the capability set gives (capabilities.go): why a
 	// control is not offered, where no command has been refused yet.
 	ReasonNotAttached    Reason = "NOT_ATTACHED"      // the caller has no attachment

@@ -197,6 +197,14 @@ type moveFact struct {
 	Phase         string         `json:"phase,omitempty"`
 	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
 	Interrupt     bool           `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
+	Workspace     *workspaceFact `json:"workspace,omitempty"` // move.checkpointed: the workspace carried
+}
+
+// workspaceFact is a workspace snapshot a checkpoint carries.
+type workspaceFact struct {
+	Digest string `json:"digest"`
+	Bytes  uint64 `json:"bytes"`
+	Chunks uint32 `json:"chunks"`
 }
 
 // interruptFact is the data of the turn.completed the FSM writes when it

@@ -197,10 +197,20 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 	if cmd.CheckpointSeq == 0 || cmd.CheckpointSeq > s.HeadSeq || len(cmd.Digest) != 64 {
 		return nil, errorf(ReasonInvalidArgument, "checkpoint needs an address within the journal (head #%d) and a SHA-256 digest", s.HeadSeq)
 	}
+	if w := cmd.Workspace; w != nil && (len(w.Digest) > MaxWorkspaceDigestBytes || w.Digest == "" && (w.Bytes != 0 || w.Chunks != 0)) {
+		return nil, errorf(ReasonInvalidArgument, "a checkpoint's workspace names its manifest digest (at most %d bytes)", MaxWorkspaceDigestBytes)
+	}
 	m := s.Move
 	m.CheckpointSeq, m.Digest, m.SourceEpoch = cmd.CheckpointSeq, cmd.Digest, cmd.SourceEpoch
-	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, "checkpointed at #"+uitoa(cmd.CheckpointSeq),
-		moveFact{SourceEpoch: s.Epoch, CheckpointSeq: cmd.CheckpointSeq, Digest: cmd.Digest})
+	m.Workspace = nil
+	text := "checkpointed at #" + uitoa(cmd.CheckpointSeq)
+	f := moveFact{SourceEpoch: s.Epoch, CheckpointSeq: cmd.CheckpointSeq, Digest: cmd.Digest}
+	if w := cmd.Workspace; w.GetDigest() != "" {
+		m.Workspace = &fsmpb.Workspace{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks}
+		f.Workspace = &workspaceFact{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks}
+		text += ", workspace " + uitoa(w.Bytes) + " bytes in " + uitoa(uint64(w.Chunks)) + " chunks"
+	}
+	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, text, f)
 	return moveResult(s), nil
 }
 

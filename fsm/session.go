@@ -17,6 +17,9 @@ const (
 	MaxObjectiveBytes = 16 << 10
 	MaxReasonBytes    = 512
 	MaxKindBytes      = 64
+	// MaxWorkspaceDigestBytes bounds a checkpoint's workspace digest
+	// ("sha256:" and 64 hex digits, with room).
+	MaxWorkspaceDigestBytes = 128
 	// MaxEventsPerAppend bounds one AppendEvents command.
 	MaxEventsPerAppend = 1000
 )

@@ -76,6 +76,10 @@ type Config struct {
 	Models      []string
 	AccountRefs []string
 	Capacity    uint32
+	// MaxWorkspaceBytes bounds a session workspace this node snapshots or
+	// restores in a move (0: unlimited; DefaultMaxWorkspaceBytes for the
+	// agent).
+	MaxWorkspaceBytes int64
 
 	// RecoverAfter: a node dead in gossip this long has its sessions
 	// recovered onto admitted nodes (0: DefaultRecoverAfter).
@@ -143,3 +147,8 @@ func (c *Config) runnerTokens() []string {
 	}
 	return nil
 }
+
+// DefaultMaxWorkspaceBytes is the agent's max_workspace_bytes: 1 GiB of
+// files moves in seconds on a LAN, and bounds what a move can be asked to
+// carry.
+const DefaultMaxWorkspaceBytes = 1 << 30

@@ -16,6 +16,7 @@ import (
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
+	"github.com/fak-dev/fak/node/workspace"
 )
 
 const (
@@ -96,6 +97,15 @@ func Start(cfg Config) (*Node, error) {
 		f.Close()
 		return nil, err
 	}
+	// Workspace snapshots (chunks and manifests) live beside the
+	// workspaces: what a move carries, what a destination already holds.
+	store, err := workspace.OpenStore(filepath.Join(cfg.DataDir, "workspace-store"))
+	if err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
 	cfg.runtimeKey = newRuntimeKey()
 	gw, err := cfg.gatewayConfig(cfg.runtimeKey)
 	if err != nil {
@@ -131,7 +141,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
-		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw,
+		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw, Workspaces: store,
 	}, c, f)
 	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
@@ -140,8 +150,10 @@ func Start(cfg Config) (*Node, error) {
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
 		Adapters:      adapters,
 		WorkspaceRoot: filepath.Join(cfg.DataDir, "workspaces"),
-		Addr:          apiAddr,
-		Logger:        logger,
+		Workspaces:    store, MaxWorkspaceBytes: cfg.MaxWorkspaceBytes,
+		Sources: newPeerWorkspaces(f, cfg.runnerTokens(), sec.peerClientTLS()).source,
+		Addr:    apiAddr,
+		Logger:  logger,
 	})
 	n.runner.Start()
 	c.SetRunnerHints(func(h cluster.RunnerHint) { n.runner.Hint(h.SessionID, h.Epoch, h.InputSeq) })

@@ -87,9 +87,10 @@ func (w *apiWriter) AppendRunnerEvents(ctx context.Context, a runner.Append) (ru
 // CommitCheckpoint, CommitRestore and FailMove are the runner's move steps
 // (RunnerService). Their request ids are derived from their content by the
 // API, so a retry of the same step is deduplicated by the FSM.
-func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string) error {
+func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) error {
 	_, err := w.runner.CommitCheckpoint(ctx, connect.NewRequest(&fakv1.CommitCheckpointRequest{
 		SessionId: sessionID, MoveId: moveID, SourceEpoch: sourceEpoch, CheckpointSeq: seq, Digest: digest,
+		WorkspaceDigest: ws.GetDigest(), WorkspaceBytes: ws.GetBytes(), WorkspaceChunks: ws.GetChunks(),
 	}))
 	return classify(err)
 }

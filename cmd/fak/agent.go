@@ -106,6 +106,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.EchoTurn, "echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
 	fs.Var(&labels, "label", "node label k=v for placement constraints (repeatable)")
 	fs.Var(uint32Value{&cfg.Capacity}, "capacity", "most sessions placed on this node (0: unlimited)")
+	fs.Int64Var(&cfg.MaxWorkspaceBytes, "max-workspace-bytes", node.DefaultMaxWorkspaceBytes, "largest session workspace (file bytes) this node moves, sends or restores; past it a move is refused (0: unlimited)")
 	fs.Var(&accountRefs, "account-ref", "account ref this node can resolve, by name (repeatable)")
 	fs.Var(&providers, "provider", "provider this node can run (repeatable)")
 	fs.Var(&models, "model", "model this node can run (repeatable)")

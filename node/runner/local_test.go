@@ -109,9 +109,9 @@ func (l *local) AppendRunnerEvents(_ context.Context, w runner.Append) (runner.A
 	return runner.Appended{First: a.FirstSeq, Last: a.LastSeq, TurnRefused: a.TurnRefused, UsageRefused: a.UsageRefused}, nil
 }
 
-func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string) error {
+func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string, ws *fsmpb.Workspace) error {
 	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
-		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest}}}))
+		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest, Workspace: ws}}}))
 }
 
 func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string) error {

@@ -15,11 +15,14 @@ import (
 //   - the source (the node running the current epoch) starts no new turn
 //     while a move is open, lets the turn in flight finish and then commits
 //     the checkpoint: the head address and the digest of the journal up to
-//     it, computed from its replica after a read barrier;
+//     it, computed from its replica after a read barrier, and the digest
+//     of its workspace's snapshot;
 //   - the destination (the node the move admitted) recomputes the digest
-//     over the same addresses of its own replica, rebuilds the runtime from
-//     the journal up to the checkpoint, and commits RESTORED as the next
-//     epoch, or fails the move with DIGEST_MISMATCH.
+//     over the same addresses of its own replica, makes its workspace the
+//     checkpointed one (workspace_move.go), rebuilds the runtime from the
+//     journal up to the checkpoint, and commits RESTORED as the next
+//     epoch, or fails the move with DIGEST_MISMATCH (or
+//     WORKSPACE_DIGEST_MISMATCH, WORKSPACE_REFUSED).
 //
 // After cutover the destination's runner hosts the session like any other:
 // inputs queued during the move run in journal order. The source's runner
@@ -55,13 +58,24 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 		return err
 	}
 	m := s.Move
+	var ws *fsmpb.Workspace
+	if r.movesWorkspaces() {
+		if ws, err = r.snapshotWorkspace(s); err != nil {
+			var mr moveRefusal
+			if errors.As(err, &mr) {
+				return r.failMove(ctx, s, string(mr))
+			}
+			return err
+		}
+	}
 	err = retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest)
+		return r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest, ws)
 	})
 	if err != nil {
 		return moveStepError{err}
 	}
-	r.logger.Info("move: checkpoint committed", "session", s.SessionId, "move", m.MoveId, "epoch", s.Epoch, "seq", s.HeadSeq)
+	r.logger.Info("move: checkpoint committed", "session", s.SessionId, "move", m.MoveId, "epoch", s.Epoch, "seq", s.HeadSeq,
+		"workspace", ws.GetDigest(), "workspace_bytes", ws.GetBytes())
 	return nil
 }
 
@@ -85,6 +99,19 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 			"checkpoint", m.CheckpointSeq, "want", m.Digest, "have", digest)
 		return r.failMove(ctx, s, fmt.Sprintf("%s: the journal up to #%d on %s has digest %s, the checkpoint's is %s",
 			fsm.ReasonDigestMismatch, m.CheckpointSeq, r.cfg.Node, digest, m.Digest))
+	}
+	if w := m.Workspace; w.GetDigest() != "" && r.movesWorkspaces() {
+		if err := r.pullWorkspace(ctx, s, w); err != nil {
+			var mr moveRefusal
+			if errors.As(err, &mr) {
+				r.logger.Error("move: the workspace cannot be restored; failing the move", "session", s.SessionId, "move", m.MoveId, "why", string(mr))
+				return r.failMove(ctx, s, string(mr))
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("restore the workspace from %s: %w", m.SourceNode, err)
+		}
 	}
 	name := m.Admitted.GetRuntimeAdapter()
 	if name == "" {

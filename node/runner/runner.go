@@ -11,6 +11,7 @@ import (
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/workspace"
 )
 
 // DefaultScanInterval is the least time between two full scans of the
@@ -43,6 +44,16 @@ type Config struct {
 	// (<data-dir>/workspaces); empty: none (adapters that need no
 	// workspace only).
 	WorkspaceRoot string
+	// Workspaces is this node's store of workspace snapshots (chunks and
+	// manifests, content-addressed): a move's checkpoint snapshots the
+	// source's workspace into it, a destination fills it from the source
+	// and materializes the workspace from it. nil: workspaces do not move.
+	Workspaces *workspace.Store
+	// Sources reaches another node's store (nil: workspaces do not move).
+	Sources func(node string) (WorkspaceSource, error)
+	// MaxWorkspaceBytes bounds a workspace snapshot or restore (0: no
+	// limit): past it the move fails, refused.
+	MaxWorkspaceBytes int64
 	// Addr is this node's API address, handed to runtimes.
 	Addr         string
 	ScanInterval time.Duration

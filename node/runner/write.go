@@ -35,7 +35,9 @@ type Writer interface {
 	// destination's restore as the next epoch after verifying the digest
 	// on its own replica, and a report that the move cannot proceed (a
 	// digest mismatch). Errors as for AppendRunnerEvents.
-	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string) error
+	// CommitCheckpoint commits the source's safe point: the journal
+	// address and digest, and the workspace snapshot (nil: none carried).
+	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) error
 	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error
 	FailMove(ctx context.Context, sessionID, moveID, reason string) error
 }

@@ -47,8 +47,13 @@ type Move struct {
 	Checks            []string `protobuf:"bytes,16,rep,name=checks,proto3" json:"checks,omitempty"`
 	Degradation       []string `protobuf:"bytes,17,rep,name=degradation,proto3" json:"degradation,omitempty"`
 	AcceptDegradation bool     `protobuf:"varint,18,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The workspace the checkpoint carries: manifest digest, file bytes and
+	// distinct chunks (empty digest: none).
+	WorkspaceDigest string `protobuf:"bytes,19,opt,name=workspace_digest,json=workspaceDigest,proto3" json:"workspace_digest,omitempty"`
+	WorkspaceBytes  uint64 `protobuf:"varint,20,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	WorkspaceChunks uint32 `protobuf:"varint,21,opt,name=workspace_chunks,json=workspaceChunks,proto3" json:"workspace_chunks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
@@ -205,6 +210,27 @@ func (x *Move) GetAcceptDegradation() bool {
 		return x.AcceptDegradation
 	}
 	return false
+}
+
+func (x *Move) GetWorkspaceDigest() string {
+	if x != nil {
+		return x.WorkspaceDigest
+	}
+	return ""
+}
+
+func (x *Move) GetWorkspaceBytes() uint64 {
+	if x != nil {
+		return x.WorkspaceBytes
+	}
+	return 0
+}
+
+func (x *Move) GetWorkspaceChunks() uint32 {
+	if x != nil {
+		return x.WorkspaceChunks
+	}
+	return 0
 }
 
 type MoveSessionRequest struct {
@@ -987,8 +1013,12 @@ type CommitCheckpointRequest struct {
 	SourceEpoch   uint64                 `protobuf:"varint,3,opt,name=source_epoch,json=sourceEpoch,proto3" json:"source_epoch,omitempty"`
 	CheckpointSeq uint64                 `protobuf:"varint,4,opt,name=checkpoint_seq,json=checkpointSeq,proto3" json:"checkpoint_seq,omitempty"`
 	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The source's workspace snapshot: manifest digest, bytes, chunks.
+	WorkspaceDigest string `protobuf:"bytes,6,opt,name=workspace_digest,json=workspaceDigest,proto3" json:"workspace_digest,omitempty"`
+	WorkspaceBytes  uint64 `protobuf:"varint,7,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	WorkspaceChunks uint32 `protobuf:"varint,8,opt,name=workspace_chunks,json=workspaceChunks,proto3" json:"workspace_chunks,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CommitCheckpointRequest) Reset() {
@@ -1056,6 +1086,215 @@ func (x *CommitCheckpointRequest) GetDigest() string {
 	return ""
 }
 
+func (x *CommitCheckpointRequest) GetWorkspaceDigest() string {
+	if x != nil {
+		return x.WorkspaceDigest
+	}
+	return ""
+}
+
+func (x *CommitCheckpointRequest) GetWorkspaceBytes() uint64 {
+	if x != nil {
+		return x.WorkspaceBytes
+	}
+	return 0
+}
+
+func (x *CommitCheckpointRequest) GetWorkspaceChunks() uint32 {
+	if x != nil {
+		return x.WorkspaceChunks
+	}
+	return 0
+}
+
+// GetWorkspaceManifestRequest asks a node for a workspace manifest its
+// store holds (node to node: the destination of a move asks the source).
+type GetWorkspaceManifestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        string                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceManifestRequest) Reset() {
+	*x = GetWorkspaceManifestRequest{}
+	mi := &file_fak_v1_move_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceManifestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceManifestRequest) ProtoMessage() {}
+
+func (x *GetWorkspaceManifestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceManifestRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceManifestRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetWorkspaceManifestRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type GetWorkspaceManifestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Manifest      []byte                 `protobuf:"bytes,1,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceManifestResponse) Reset() {
+	*x = GetWorkspaceManifestResponse{}
+	mi := &file_fak_v1_move_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceManifestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceManifestResponse) ProtoMessage() {}
+
+func (x *GetWorkspaceManifestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceManifestResponse.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceManifestResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetWorkspaceManifestResponse) GetManifest() []byte {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+// FetchWorkspaceChunksRequest asks for chunks by hash; the answer streams
+// them in order, one per message.
+type FetchWorkspaceChunksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hashes        []string               `protobuf:"bytes,1,rep,name=hashes,proto3" json:"hashes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchWorkspaceChunksRequest) Reset() {
+	*x = FetchWorkspaceChunksRequest{}
+	mi := &file_fak_v1_move_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchWorkspaceChunksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchWorkspaceChunksRequest) ProtoMessage() {}
+
+func (x *FetchWorkspaceChunksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchWorkspaceChunksRequest.ProtoReflect.Descriptor instead.
+func (*FetchWorkspaceChunksRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *FetchWorkspaceChunksRequest) GetHashes() []string {
+	if x != nil {
+		return x.Hashes
+	}
+	return nil
+}
+
+type FetchWorkspaceChunksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hash          string                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchWorkspaceChunksResponse) Reset() {
+	*x = FetchWorkspaceChunksResponse{}
+	mi := &file_fak_v1_move_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchWorkspaceChunksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchWorkspaceChunksResponse) ProtoMessage() {}
+
+func (x *FetchWorkspaceChunksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchWorkspaceChunksResponse.ProtoReflect.Descriptor instead.
+func (*FetchWorkspaceChunksResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FetchWorkspaceChunksResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *FetchWorkspaceChunksResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type CommitCheckpointResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1064,7 +1303,7 @@ type CommitCheckpointResponse struct {
 
 func (x *CommitCheckpointResponse) Reset() {
 	*x = CommitCheckpointResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1315,7 @@ func (x *CommitCheckpointResponse) String() string {
 func (*CommitCheckpointResponse) ProtoMessage() {}
 
 func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1328,7 @@ func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{19}
 }
 
 type CommitRestoreRequest struct {
@@ -1104,7 +1343,7 @@ type CommitRestoreRequest struct {
 
 func (x *CommitRestoreRequest) Reset() {
 	*x = CommitRestoreRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1355,7 @@ func (x *CommitRestoreRequest) String() string {
 func (*CommitRestoreRequest) ProtoMessage() {}
 
 func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1368,7 @@ func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreRequest.ProtoReflect.Descriptor instead.
 func (*CommitRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommitRestoreRequest) GetSessionId() string {
@@ -1168,7 +1407,7 @@ type CommitRestoreResponse struct {
 
 func (x *CommitRestoreResponse) Reset() {
 	*x = CommitRestoreResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[17]
+	mi := &file_fak_v1_move_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1419,7 @@ func (x *CommitRestoreResponse) String() string {
 func (*CommitRestoreResponse) ProtoMessage() {}
 
 func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[17]
+	mi := &file_fak_v1_move_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1432,7 @@ func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreResponse.ProtoReflect.Descriptor instead.
 func (*CommitRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{17}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{21}
 }
 
 type FailMoveRequest struct {
@@ -1208,7 +1447,7 @@ type FailMoveRequest struct {
 
 func (x *FailMoveRequest) Reset() {
 	*x = FailMoveRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[18]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1459,7 @@ func (x *FailMoveRequest) String() string {
 func (*FailMoveRequest) ProtoMessage() {}
 
 func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[18]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1472,7 @@ func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveRequest.ProtoReflect.Descriptor instead.
 func (*FailMoveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{18}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FailMoveRequest) GetSessionId() string {
@@ -1272,7 +1511,7 @@ type FailMoveResponse struct {
 
 func (x *FailMoveResponse) Reset() {
 	*x = FailMoveResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[19]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1523,7 @@ func (x *FailMoveResponse) String() string {
 func (*FailMoveResponse) ProtoMessage() {}
 
 func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[19]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,14 +1536,14 @@ func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveResponse.ProtoReflect.Descriptor instead.
 func (*FailMoveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{19}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
 }
 
 var File_fak_v1_move_proto protoreflect.FileDescriptor
 
 const file_fak_v1_move_proto_rawDesc = "" +
 	"\n" +
-	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd3\x04\n" +
+	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd2\x05\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x1d\n" +
 	"\n" +
@@ -1326,7 +1565,10 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0fstate_unix_nano\x18\x0f \x01(\x03R\rstateUnixNano\x12\x16\n" +
 	"\x06checks\x18\x10 \x03(\tR\x06checks\x12 \n" +
 	"\vdegradation\x18\x11 \x03(\tR\vdegradation\x12-\n" +
-	"\x12accept_degradation\x18\x12 \x01(\bR\x11acceptDegradation\"\xe7\x02\n" +
+	"\x12accept_degradation\x18\x12 \x01(\bR\x11acceptDegradation\x12)\n" +
+	"\x10workspace_digest\x18\x13 \x01(\tR\x0fworkspaceDigest\x12'\n" +
+	"\x0fworkspace_bytes\x18\x14 \x01(\x04R\x0eworkspaceBytes\x12)\n" +
+	"\x10workspace_chunks\x18\x15 \x01(\rR\x0fworkspaceChunks\"\xe7\x02\n" +
 	"\x12MoveSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1382,14 +1624,26 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0eBlockedSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
-	"\brefusals\x18\x02 \x01(\tR\brefusals\"\xb3\x01\n" +
+	"\brefusals\x18\x02 \x01(\tR\brefusals\"\xb2\x02\n" +
 	"\x17CommitCheckpointRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12!\n" +
 	"\fsource_epoch\x18\x03 \x01(\x04R\vsourceEpoch\x12%\n" +
 	"\x0echeckpoint_seq\x18\x04 \x01(\x04R\rcheckpointSeq\x12\x16\n" +
-	"\x06digest\x18\x05 \x01(\tR\x06digest\"\x1a\n" +
+	"\x06digest\x18\x05 \x01(\tR\x06digest\x12)\n" +
+	"\x10workspace_digest\x18\x06 \x01(\tR\x0fworkspaceDigest\x12'\n" +
+	"\x0fworkspace_bytes\x18\a \x01(\x04R\x0eworkspaceBytes\x12)\n" +
+	"\x10workspace_chunks\x18\b \x01(\rR\x0fworkspaceChunks\"5\n" +
+	"\x1bGetWorkspaceManifestRequest\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\":\n" +
+	"\x1cGetWorkspaceManifestResponse\x12\x1a\n" +
+	"\bmanifest\x18\x01 \x01(\fR\bmanifest\"5\n" +
+	"\x1bFetchWorkspaceChunksRequest\x12\x16\n" +
+	"\x06hashes\x18\x01 \x03(\tR\x06hashes\"F\n" +
+	"\x1cFetchWorkspaceChunksResponse\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x1a\n" +
 	"\x18CommitCheckpointResponse\"\x83\x01\n" +
 	"\x14CommitRestoreRequest\x12\x1d\n" +
 	"\n" +
@@ -1418,33 +1672,37 @@ func file_fak_v1_move_proto_rawDescGZIP() []byte {
 	return file_fak_v1_move_proto_rawDescData
 }
 
-var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_fak_v1_move_proto_goTypes = []any{
-	(*Move)(nil),                     // 0: fak.v1.Move
-	(*MoveSessionRequest)(nil),       // 1: fak.v1.MoveSessionRequest
-	(*MoveSessionResponse)(nil),      // 2: fak.v1.MoveSessionResponse
-	(*GetMoveRequest)(nil),           // 3: fak.v1.GetMoveRequest
-	(*GetMoveResponse)(nil),          // 4: fak.v1.GetMoveResponse
-	(*Label)(nil),                    // 5: fak.v1.Label
-	(*Node)(nil),                     // 6: fak.v1.Node
-	(*ListNodesRequest)(nil),         // 7: fak.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),        // 8: fak.v1.ListNodesResponse
-	(*DrainNodeRequest)(nil),         // 9: fak.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),        // 10: fak.v1.DrainNodeResponse
-	(*DrainStatusRequest)(nil),       // 11: fak.v1.DrainStatusRequest
-	(*DrainStatusResponse)(nil),      // 12: fak.v1.DrainStatusResponse
-	(*BlockedSession)(nil),           // 13: fak.v1.BlockedSession
-	(*CommitCheckpointRequest)(nil),  // 14: fak.v1.CommitCheckpointRequest
-	(*CommitCheckpointResponse)(nil), // 15: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreRequest)(nil),     // 16: fak.v1.CommitRestoreRequest
-	(*CommitRestoreResponse)(nil),    // 17: fak.v1.CommitRestoreResponse
-	(*FailMoveRequest)(nil),          // 18: fak.v1.FailMoveRequest
-	(*FailMoveResponse)(nil),         // 19: fak.v1.FailMoveResponse
-	(*Placement)(nil),                // 20: fak.v1.Placement
+	(*Move)(nil),                         // 0: fak.v1.Move
+	(*MoveSessionRequest)(nil),           // 1: fak.v1.MoveSessionRequest
+	(*MoveSessionResponse)(nil),          // 2: fak.v1.MoveSessionResponse
+	(*GetMoveRequest)(nil),               // 3: fak.v1.GetMoveRequest
+	(*GetMoveResponse)(nil),              // 4: fak.v1.GetMoveResponse
+	(*Label)(nil),                        // 5: fak.v1.Label
+	(*Node)(nil),                         // 6: fak.v1.Node
+	(*ListNodesRequest)(nil),             // 7: fak.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 8: fak.v1.ListNodesResponse
+	(*DrainNodeRequest)(nil),             // 9: fak.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 10: fak.v1.DrainNodeResponse
+	(*DrainStatusRequest)(nil),           // 11: fak.v1.DrainStatusRequest
+	(*DrainStatusResponse)(nil),          // 12: fak.v1.DrainStatusResponse
+	(*BlockedSession)(nil),               // 13: fak.v1.BlockedSession
+	(*CommitCheckpointRequest)(nil),      // 14: fak.v1.CommitCheckpointRequest
+	(*GetWorkspaceManifestRequest)(nil),  // 15: fak.v1.GetWorkspaceManifestRequest
+	(*GetWorkspaceManifestResponse)(nil), // 16: fak.v1.GetWorkspaceManifestResponse
+	(*FetchWorkspaceChunksRequest)(nil),  // 17: fak.v1.FetchWorkspaceChunksRequest
+	(*FetchWorkspaceChunksResponse)(nil), // 18: fak.v1.FetchWorkspaceChunksResponse
+	(*CommitCheckpointResponse)(nil),     // 19: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreRequest)(nil),         // 20: fak.v1.CommitRestoreRequest
+	(*CommitRestoreResponse)(nil),        // 21: fak.v1.CommitRestoreResponse
+	(*FailMoveRequest)(nil),              // 22: fak.v1.FailMoveRequest
+	(*FailMoveResponse)(nil),             // 23: fak.v1.FailMoveResponse
+	(*Placement)(nil),                    // 24: fak.v1.Placement
 }
 var file_fak_v1_move_proto_depIdxs = []int32{
-	20, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
-	20, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
+	24, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
+	24, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
 	0,  // 2: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
 	0,  // 3: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
 	5,  // 4: fak.v1.Node.labels:type_name -> fak.v1.Label
@@ -1470,7 +1728,7 @@ func file_fak_v1_move_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_move_proto_rawDesc), len(file_fak_v1_move_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -122,6 +122,12 @@ const (
 	RunnerServiceCommitRestoreProcedure = "/fak.v1.RunnerService/CommitRestore"
 	// RunnerServiceFailMoveProcedure is the fully-qualified name of the RunnerService's FailMove RPC.
 	RunnerServiceFailMoveProcedure = "/fak.v1.RunnerService/FailMove"
+	// RunnerServiceGetWorkspaceManifestProcedure is the fully-qualified name of the RunnerService's
+	// GetWorkspaceManifest RPC.
+	RunnerServiceGetWorkspaceManifestProcedure = "/fak.v1.RunnerService/GetWorkspaceManifest"
+	// RunnerServiceFetchWorkspaceChunksProcedure is the fully-qualified name of the RunnerService's
+	// FetchWorkspaceChunks RPC.
+	RunnerServiceFetchWorkspaceChunksProcedure = "/fak.v1.RunnerService/FetchWorkspaceChunks"
 )
 
 // SessionServiceClient is a client for the fak.v1.SessionService service.
@@ -983,6 +989,10 @@ type RunnerServiceClient interface {
 	CommitCheckpoint(context.Context, *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error)
 	CommitRestore(context.Context, *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error)
 	FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error)
+	// Node to node: a move's destination reads the workspace the source
+	// checkpointed, the manifest and then the chunks it lacks.
+	GetWorkspaceManifest(context.Context, *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error)
+	FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest]) (*connect.ServerStreamForClient[v1.FetchWorkspaceChunksResponse], error)
 }
 
 // NewRunnerServiceClient constructs a client for the fak.v1.RunnerService service. By default, it
@@ -1020,15 +1030,29 @@ func NewRunnerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(runnerServiceMethods.ByName("FailMove")),
 			connect.WithClientOptions(opts...),
 		),
+		getWorkspaceManifest: connect.NewClient[v1.GetWorkspaceManifestRequest, v1.GetWorkspaceManifestResponse](
+			httpClient,
+			baseURL+RunnerServiceGetWorkspaceManifestProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("GetWorkspaceManifest")),
+			connect.WithClientOptions(opts...),
+		),
+		fetchWorkspaceChunks: connect.NewClient[v1.FetchWorkspaceChunksRequest, v1.FetchWorkspaceChunksResponse](
+			httpClient,
+			baseURL+RunnerServiceFetchWorkspaceChunksProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("FetchWorkspaceChunks")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // runnerServiceClient implements RunnerServiceClient.
 type runnerServiceClient struct {
-	appendRunnerEvents *connect.Client[v1.AppendRunnerEventsRequest, v1.AppendRunnerEventsResponse]
-	commitCheckpoint   *connect.Client[v1.CommitCheckpointRequest, v1.CommitCheckpointResponse]
-	commitRestore      *connect.Client[v1.CommitRestoreRequest, v1.CommitRestoreResponse]
-	failMove           *connect.Client[v1.FailMoveRequest, v1.FailMoveResponse]
+	appendRunnerEvents   *connect.Client[v1.AppendRunnerEventsRequest, v1.AppendRunnerEventsResponse]
+	commitCheckpoint     *connect.Client[v1.CommitCheckpointRequest, v1.CommitCheckpointResponse]
+	commitRestore        *connect.Client[v1.CommitRestoreRequest, v1.CommitRestoreResponse]
+	failMove             *connect.Client[v1.FailMoveRequest, v1.FailMoveResponse]
+	getWorkspaceManifest *connect.Client[v1.GetWorkspaceManifestRequest, v1.GetWorkspaceManifestResponse]
+	fetchWorkspaceChunks *connect.Client[v1.FetchWorkspaceChunksRequest, v1.FetchWorkspaceChunksResponse]
 }
 
 // AppendRunnerEvents calls fak.v1.RunnerService.AppendRunnerEvents.
@@ -1051,6 +1075,16 @@ func (c *runnerServiceClient) FailMove(ctx context.Context, req *connect.Request
 	return c.failMove.CallUnary(ctx, req)
 }
 
+// GetWorkspaceManifest calls fak.v1.RunnerService.GetWorkspaceManifest.
+func (c *runnerServiceClient) GetWorkspaceManifest(ctx context.Context, req *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error) {
+	return c.getWorkspaceManifest.CallUnary(ctx, req)
+}
+
+// FetchWorkspaceChunks calls fak.v1.RunnerService.FetchWorkspaceChunks.
+func (c *runnerServiceClient) FetchWorkspaceChunks(ctx context.Context, req *connect.Request[v1.FetchWorkspaceChunksRequest]) (*connect.ServerStreamForClient[v1.FetchWorkspaceChunksResponse], error) {
+	return c.fetchWorkspaceChunks.CallServerStream(ctx, req)
+}
+
 // RunnerServiceHandler is an implementation of the fak.v1.RunnerService service.
 type RunnerServiceHandler interface {
 	AppendRunnerEvents(context.Context, *connect.Request[v1.AppendRunnerEventsRequest]) (*connect.Response[v1.AppendRunnerEventsResponse], error)
@@ -1060,6 +1094,10 @@ type RunnerServiceHandler interface {
 	CommitCheckpoint(context.Context, *connect.Request[v1.CommitCheckpointRequest]) (*connect.Response[v1.CommitCheckpointResponse], error)
 	CommitRestore(context.Context, *connect.Request[v1.CommitRestoreRequest]) (*connect.Response[v1.CommitRestoreResponse], error)
 	FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error)
+	// Node to node: a move's destination reads the workspace the source
+	// checkpointed, the manifest and then the chunks it lacks.
+	GetWorkspaceManifest(context.Context, *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error)
+	FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest], *connect.ServerStream[v1.FetchWorkspaceChunksResponse]) error
 }
 
 // NewRunnerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1093,6 +1131,18 @@ func NewRunnerServiceHandler(svc RunnerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(runnerServiceMethods.ByName("FailMove")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runnerServiceGetWorkspaceManifestHandler := connect.NewUnaryHandler(
+		RunnerServiceGetWorkspaceManifestProcedure,
+		svc.GetWorkspaceManifest,
+		connect.WithSchema(runnerServiceMethods.ByName("GetWorkspaceManifest")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runnerServiceFetchWorkspaceChunksHandler := connect.NewServerStreamHandler(
+		RunnerServiceFetchWorkspaceChunksProcedure,
+		svc.FetchWorkspaceChunks,
+		connect.WithSchema(runnerServiceMethods.ByName("FetchWorkspaceChunks")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.RunnerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunnerServiceAppendRunnerEventsProcedure:
@@ -1103,6 +1153,10 @@ func NewRunnerServiceHandler(svc RunnerServiceHandler, opts ...connect.HandlerOp
 			runnerServiceCommitRestoreHandler.ServeHTTP(w, r)
 		case RunnerServiceFailMoveProcedure:
 			runnerServiceFailMoveHandler.ServeHTTP(w, r)
+		case RunnerServiceGetWorkspaceManifestProcedure:
+			runnerServiceGetWorkspaceManifestHandler.ServeHTTP(w, r)
+		case RunnerServiceFetchWorkspaceChunksProcedure:
+			runnerServiceFetchWorkspaceChunksHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1126,4 +1180,12 @@ func (UnimplementedRunnerServiceHandler) CommitRestore(context.Context, *connect
 
 func (UnimplementedRunnerServiceHandler) FailMove(context.Context, *connect.Request[v1.FailMoveRequest]) (*connect.Response[v1.FailMoveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.FailMove is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) GetWorkspaceManifest(context.Context, *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.GetWorkspaceManifest is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest], *connect.ServerStream[v1.FetchWorkspaceChunksResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.FetchWorkspaceChunks is not implemented"))
 }

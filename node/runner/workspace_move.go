@@ -1,0 +1,183 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/workspace"
+)
+
+// Workspaces move with their session (DESIGN.md §8): at the safe point the
+// source snapshots the session's workspace into its store — a manifest of
+// content-addressed chunks — and the checkpoint commits the manifest's
+// digest; before RESTORED the destination reads the manifest and the
+// chunks its own store lacks from the source, verifying each, then
+// materializes the workspace and checks the whole. A mismatch fails the
+// move (WORKSPACE_DIGEST_MISMATCH), hostile content is refused on both
+// ends (WORKSPACE_REFUSED), and the source stays authoritative either way.
+// Chunks fetched survive a broken transfer: the next pass asks only for
+// what is still missing, and a later move sends none the destination
+// already holds.
+
+// WorkspaceSource is another node's workspace store, as a destination
+// reads it.
+type WorkspaceSource interface {
+	Manifest(ctx context.Context, digest string) ([]byte, error)
+	// Chunks streams the chunks asked for to put, in order.
+	Chunks(ctx context.Context, hashes []string, put func(hash string, data []byte) error) error
+}
+
+// ReasonWorkspaceRefused: a workspace holding what must not cross nodes
+// (a device, a link out of it, more than max_workspace_bytes).
+const ReasonWorkspaceRefused = "WORKSPACE_REFUSED"
+
+// fetchBatch is how many chunks one fetch asks for (1 MiB each at most).
+const fetchBatch = 256
+
+// movesWorkspaces: this runner carries workspaces through moves.
+func (r *Runner) movesWorkspaces() bool {
+	return r.cfg.Workspaces != nil && r.cfg.Sources != nil && r.cfg.WorkspaceRoot != ""
+}
+
+// snapshotWorkspace snapshots s's workspace for its checkpoint; a refusal
+// is returned as a moveRefusal (the move fails with it).
+func (r *Runner) snapshotWorkspace(s *fsmpb.Session) (*fsmpb.Workspace, error) {
+	dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
+	if err != nil {
+		return nil, err
+	}
+	m, err := workspace.Snapshot(dir, r.cfg.Workspaces, r.cfg.MaxWorkspaceBytes)
+	if err != nil {
+		var ref *workspace.Refusal
+		if errors.As(err, &ref) {
+			return nil, moveRefusal(fmt.Sprintf("%s: the workspace on %s: %v", ReasonWorkspaceRefused, r.cfg.Node, err))
+		}
+		return nil, err
+	}
+	digest, err := r.cfg.Workspaces.PutManifest(m)
+	if err != nil {
+		return nil, err
+	}
+	return &fsmpb.Workspace{Digest: digest, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks()))}, nil
+}
+
+// pullWorkspace makes this node's workspace of s the one its checkpoint
+// committed (w), fetching from the move's source what the store lacks.
+// A moveRefusal fails the move; any other error is retried by the next
+// pass (what was fetched is kept).
+func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.Workspace) error {
+	m := s.Move
+	store := r.cfg.Workspaces
+	var src WorkspaceSource
+	source := func() (WorkspaceSource, error) {
+		var err error
+		if src == nil {
+			src, err = r.cfg.Sources(m.SourceNode)
+		}
+		return src, err
+	}
+	man, err := store.Manifest(w.Digest)
+	if err != nil {
+		// Not held here yet: ask the source.
+		src, err := source()
+		if err != nil {
+			return err
+		}
+		raw, err := src.Manifest(ctx, w.Digest)
+		if err != nil {
+			return sourceLost(err, m.SourceNode, w.Digest)
+		}
+		if man, err = workspace.UnmarshalManifest(raw); err != nil {
+			return moveRefusal(fmt.Sprintf("%s: the workspace manifest from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
+		}
+		if d := man.Digest(); d != w.Digest {
+			return moveRefusal(fmt.Sprintf("%s: the manifest %s sent has digest %s, the checkpoint's is %s", fsm.ReasonWorkspaceDigestMismatch, m.SourceNode, d, w.Digest))
+		}
+		if err := workspace.Validate(man, r.cfg.MaxWorkspaceBytes); err != nil {
+			return moveRefusal(fmt.Sprintf("%s: the workspace from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
+		}
+	}
+	// Only what this store lacks crosses (an earlier move, a broken
+	// transfer resumed, a chunk found altered and dropped).
+	if missing := store.Missing(man); len(missing) > 0 {
+		src, err := source()
+		if err != nil {
+			return err
+		}
+		if err := r.fetchChunks(ctx, src, m.SourceNode, missing); err != nil {
+			return err
+		}
+	}
+	if _, err := store.PutManifest(man); err != nil {
+		return err
+	}
+	dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
+	if err != nil {
+		return err
+	}
+	if err := workspace.Materialize(dir, man, store, r.cfg.MaxWorkspaceBytes); err != nil {
+		var ref *workspace.Refusal
+		switch {
+		case errors.Is(err, workspace.ErrDigestMismatch):
+			// A chunk of this store was altered on disk: it is dropped,
+			// and the next pass fetches it again.
+			return fmt.Errorf("restoring the workspace on %s: %w", r.cfg.Node, err)
+		case errors.As(err, &ref):
+			return moveRefusal(fmt.Sprintf("%s: restoring the workspace on %s: %v", ReasonWorkspaceRefused, r.cfg.Node, err))
+		}
+		return err
+	}
+	// The whole, as materialized, is what the checkpoint committed.
+	got, err := workspace.Snapshot(dir, store, r.cfg.MaxWorkspaceBytes)
+	if err != nil {
+		return err
+	}
+	if d := got.Digest(); d != w.Digest {
+		return moveRefusal(fmt.Sprintf("%s: the workspace restored on %s has digest %s, the checkpoint's is %s", fsm.ReasonWorkspaceDigestMismatch, r.cfg.Node, d, w.Digest))
+	}
+	r.logger.Info("move: workspace restored", "session", s.SessionId, "move", m.MoveId, "digest", w.Digest, "bytes", w.Bytes, "chunks", w.Chunks)
+	return nil
+}
+
+// fetchChunks reads the missing chunks from the source into the store,
+// each verified by its hash as it is stored.
+func (r *Runner) fetchChunks(ctx context.Context, src WorkspaceSource, from string, missing []string) error {
+	for len(missing) > 0 {
+		batch := missing[:min(fetchBatch, len(missing))]
+		missing = missing[len(batch):]
+		err := src.Chunks(ctx, batch, func(hash string, data []byte) error {
+			if err := r.cfg.Workspaces.Put(hash, data); err != nil {
+				if errors.Is(err, workspace.ErrDigestMismatch) {
+					return moveRefusal(fmt.Sprintf("%s: chunk %s from %s: %v", fsm.ReasonWorkspaceDigestMismatch, hash, from, err))
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			var mr moveRefusal
+			if errors.As(err, &mr) {
+				return mr
+			}
+			return sourceLost(err, from, "")
+		}
+	}
+	return nil
+}
+
+// sourceLost turns the source's NOT_FOUND (it no longer holds what its
+// checkpoint named) into a refusal; anything else is retried.
+func sourceLost(err error, from, digest string) error {
+	if fsm.ReasonOf(err) == fsm.ReasonNotFound {
+		return moveRefusal(fmt.Sprintf("%s: %s no longer holds the checkpointed workspace %s: %v", fsm.ReasonWorkspaceDigestMismatch, from, digest, err))
+	}
+	return err
+}
+
+// moveRefusal is why a move cannot go on: the runner fails it.
+type moveRefusal string
+
+func (m moveRefusal) Error() string { return string(m) }

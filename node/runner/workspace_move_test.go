@@ -1,0 +1,122 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
+	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/echo"
+	"github.com/fak-dev/fak/node/workspace"
+)
+
+// storeSource serves a workspace store as another node would, optionally
+// altering what it sends.
+type storeSource struct {
+	s      *workspace.Store
+	tamper bool
+}
+
+func (x storeSource) Manifest(_ context.Context, digest string) ([]byte, error) {
+	return x.s.ManifestBytes(digest)
+}
+
+func (x storeSource) Chunks(_ context.Context, hashes []string, put func(string, []byte) error) error {
+	for _, h := range hashes {
+		b, err := x.s.Get(h)
+		if err != nil {
+			return err
+		}
+		if x.tamper {
+			b = append([]byte("altered "), b...)
+		}
+		if err := put(h, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpointWorkspace snapshots dir into the source store and commits the
+// move's checkpoint with it, as a source runner does.
+func (l *local) checkpointWorkspace(id, moveID string, src *workspace.Store, dir string) *fsmpb.Workspace {
+	l.t.Helper()
+	m, err := workspace.Snapshot(dir, src, 0)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	d, err := src.PutManifest(m)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ws := &fsmpb.Workspace{Digest: d, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks()))}
+	s, _ := l.f.Session(id)
+	l.must(&fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
+		SessionId: id, MoveId: moveID, SourceEpoch: s.Epoch, CheckpointSeq: s.HeadSeq,
+		Digest: fsm.JournalDigest(l.journal(id)), Workspace: ws}}})
+	return ws
+}
+
+// destination runs the runner of n1 with a workspace store, whose sources
+// are src.
+func (l *local) destination(src runner.WorkspaceSource) (root string, store *workspace.Store) {
+	l.t.Helper()
+	dir := l.t.TempDir()
+	store, err := workspace.OpenStore(filepath.Join(dir, "store"))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	root = filepath.Join(dir, "workspaces")
+	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l, Adapters: []runner.Adapter{echo.New(echo.Options{})},
+		Logger: hclog.NewNullLogger(), WorkspaceRoot: root, Workspaces: store,
+		Sources: func(string) (runner.WorkspaceSource, error) { return src, nil }})
+	r.Start()
+	l.t.Cleanup(r.Stop)
+	return root, store
+}
+
+// The destination restores the workspace the checkpoint committed before
+// RESTORED; chunks sent altered fail the move with
+// WORKSPACE_DIGEST_MISMATCH and the source epoch stays current.
+func TestRunner_DestinationRestoresTheWorkspace(t *testing.T) {
+	for _, tamper := range []bool{false, true} {
+		l := newLocal(t)
+		id := l.session("s1", "n0", "echo")
+		srcDir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(srcDir, "notes.txt"), []byte("remember the milk\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		src, err := workspace.OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.requestMove(id, "m1", "n1")
+		ws := l.checkpointWorkspace(id, "m1", src, srcDir)
+		root, store := l.destination(storeSource{s: src, tamper: tamper})
+		l.admit(id, "m1", "n1")
+		if !tamper {
+			l.waitSession(id, "the restore", moveState(fsm.MoveRestored))
+			b, err := os.ReadFile(filepath.Join(root, id, "notes.txt"))
+			if err != nil || string(b) != "remember the milk\n" {
+				t.Fatalf("the destination's workspace holds %q (%v)", b, err)
+			}
+			if store.Missing(&workspace.Manifest{}) != nil || !strings.HasPrefix(ws.Digest, "sha256:") {
+				t.Fatalf("workspace %v", ws)
+			}
+			continue
+		}
+		s := l.waitSession(id, "the failed move", moveState(fsm.MoveFailed))
+		if !strings.HasPrefix(s.Move.Reason, string(fsm.ReasonWorkspaceDigestMismatch)) || s.Epoch != 1 {
+			t.Fatalf("move %s: %q (epoch %d), want WORKSPACE_DIGEST_MISMATCH with epoch 1", s.Move.State, s.Move.Reason, s.Epoch)
+		}
+		if _, err := os.Stat(filepath.Join(root, id, "notes.txt")); err == nil {
+			t.Fatal("altered chunks were materialized")
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package workspace
+
+import "errors"
+
+// exchange is not available here: Materialize falls back to two renames.
+func exchange(a, b string) error { return errors.New("rename exchange not supported") }

@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api/apiclient"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/node/runner"
+)
+
+// peerWorkspaces reaches other nodes' workspace stores for the runner: a
+// move's destination reads the manifest and the chunks the source
+// checkpointed through the source's RunnerService, with this node's own
+// token and peer TLS, at the API address its node record gives.
+type peerWorkspaces struct {
+	f      *fsm.FSM
+	tokens []string
+	tls    *tls.Config
+
+	mu      sync.Mutex
+	clients map[string]fakv1connect.RunnerServiceClient // by API address
+}
+
+func newPeerWorkspaces(f *fsm.FSM, tokens []string, tlsCfg *tls.Config) *peerWorkspaces {
+	return &peerWorkspaces{f: f, tokens: tokens, tls: tlsCfg, clients: map[string]fakv1connect.RunnerServiceClient{}}
+}
+
+// source is node's workspace store as the runner reads it.
+func (p *peerWorkspaces) source(node string) (runner.WorkspaceSource, error) {
+	recs, err := p.f.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	addr := ""
+	for _, r := range recs {
+		if r.Name == node {
+			addr = r.ApiAddr
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("node %s has no node record with an API address", node)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.clients[addr]
+	if c == nil {
+		var opts []connect.ClientOption
+		if len(p.tokens) > 0 {
+			opts = append(opts, connect.WithInterceptors(apiclient.Bearer(p.tokens[0])))
+		}
+		c = fakv1connect.NewRunnerServiceClient(apiclient.NewTLSHTTPClient(p.tls, nil), apiclient.Scheme(p.tls != nil)+"://"+addr, opts...)
+		p.clients[addr] = c
+	}
+	return peerSource{c}, nil
+}
+
+type peerSource struct {
+	c fakv1connect.RunnerServiceClient
+}
+
+func (s peerSource) Manifest(ctx context.Context, digest string) ([]byte, error) {
+	resp, err := s.c.GetWorkspaceManifest(ctx, connect.NewRequest(&fakv1.GetWorkspaceManifestRequest{Digest: digest}))
+	if err != nil {
+		return nil, classify(err)
+	}
+	return resp.Msg.Manifest, nil
+}
+
+func (s peerSource) Chunks(ctx context.Context, hashes []string, put func(hash string, data []byte) error) error {
+	stream, err := s.c.FetchWorkspaceChunks(ctx, connect.NewRequest(&fakv1.FetchWorkspaceChunksRequest{Hashes: hashes}))
+	if err != nil {
+		return classify(err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		m := stream.Msg()
+		if err := put(m.Hash, m.Data); err != nil {
+			return err
+		}
+	}
+	if err := stream.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return classify(err)
+	}
+	return ctx.Err()
+}
