@@ -59,11 +59,12 @@ func Materialize(dir string, m *Manifest, s *Store, maxBytes int64) error {
 }
 
 // build creates m's entries under root, a fresh empty directory, in
-// manifest order (parents first), and fsyncs every file and directory so
-// the tree survives a crash once it is swapped in.
+// manifest order (parents first), and syncs the tree (syncTree) so it
+// survives a crash once it is swapped in.
 func build(root string, m *Manifest, s *Store) error {
 	buf := make([]byte, ChunkSize+1)
 	dirs := []string{root}
+	var files []string
 	for i := range m.Entries {
 		e := &m.Entries[i]
 		p := filepath.Join(root, filepath.FromSlash(e.Path))
@@ -83,15 +84,25 @@ func build(root string, m *Manifest, s *Store) error {
 			if err := writeFile(p, e, s, buf); err != nil {
 				return err
 			}
+			files = append(files, p)
 		case TypeSymlink:
 			if err := os.Symlink(e.Target, p); err != nil {
 				return fmt.Errorf("workspace materialize: %w", err)
 			}
 		}
 	}
-	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
-			return fmt.Errorf("workspace materialize: %w", err)
+	if err := syncTree(root, files, dirs); err != nil {
+		return fmt.Errorf("workspace materialize: %w", err)
+	}
+	return nil
+}
+
+// syncEach fsyncs every file and directory of a tree (where the system
+// cannot sync a whole filesystem at once).
+func syncEach(files, dirs []string) error {
+	for _, p := range append(files, dirs...) {
+		if err := syncDir(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -122,9 +133,6 @@ func writeFile(p string, e *Entry, s *Store, buf []byte) (err error) {
 		}
 	}
 	if err := f.Chmod(fs.FileMode(e.Mode)); err != nil {
-		return fmt.Errorf("workspace materialize: %w", err)
-	}
-	if err := f.Sync(); err != nil {
 		return fmt.Errorf("workspace materialize: %w", err)
 	}
 	return nil
@@ -183,6 +191,7 @@ func removeAll(p string) error {
 	return os.RemoveAll(p)
 }
 
+// syncDir fsyncs a file or directory by path.
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
