@@ -2,9 +2,13 @@ package runner_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -118,5 +122,61 @@ func TestRunner_DestinationRestoresTheWorkspace(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(root, id, "notes.txt")); err == nil {
 			t.Fatal("altered chunks were materialized")
 		}
+	}
+}
+
+// flakySource breaks the first fetch after `after` chunks, as a stream cut
+// by the network would, and counts what it sent.
+type flakySource struct {
+	storeSource
+	mu    sync.Mutex
+	after int
+	sent  []string
+}
+
+func (x *flakySource) Chunks(ctx context.Context, hashes []string, put func(string, []byte) error) error {
+	return x.storeSource.Chunks(ctx, hashes, func(h string, b []byte) error {
+		x.mu.Lock()
+		if x.after == 0 {
+			x.after = -1
+			x.mu.Unlock()
+			return runner.Transient(errors.New("connection reset by peer"))
+		}
+		x.after--
+		x.sent = append(x.sent, h)
+		x.mu.Unlock()
+		return put(h, b)
+	})
+}
+
+// A transfer broken midway resumes: the chunks stored before the break
+// are kept and the next pass asks only for the rest, so every chunk
+// crosses once.
+func TestRunner_BrokenWorkspaceTransferResumes(t *testing.T) {
+	l := newLocal(t)
+	id := l.session("s1", "n0", "echo")
+	srcDir := t.TempDir()
+	for i := 0; i < 6; i++ {
+		if err := os.WriteFile(filepath.Join(srcDir, fmt.Sprintf("f%d", i)), []byte(strings.Repeat(fmt.Sprint(i), 1000)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := workspace.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.requestMove(id, "m1", "n1")
+	l.checkpointWorkspace(id, "m1", src, srcDir)
+	fs := &flakySource{storeSource: storeSource{s: src}, after: 3}
+	root, _ := l.destination(fs)
+	l.admit(id, "m1", "n1")
+	l.waitSession(id, "the restore after the break", moveState(fsm.MoveRestored))
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.sent) != 6 || len(slices.Compact(slices.Sorted(slices.Values(fs.sent)))) != 6 {
+		t.Fatalf("chunks sent %v: want each of the 6 once, across the break", fs.sent)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, id, "f5")); err != nil || !strings.HasPrefix(string(b), "555") {
+		t.Fatalf("f5 after the resumed transfer: %q %v", b, err)
 	}
 }
