@@ -3,6 +3,7 @@ package api
 import (
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm/fsmpb"
+	"time"
 )
 
 func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
@@ -112,5 +113,6 @@ func moveToAPI(sessionID string, m *fsmpb.Move) *fakv1.Move {
 		RequestedUnixNano: m.RequestedUnixNano, StateUnixNano: m.StateUnixNano,
 		Checks: m.Checks, Degradation: m.Degradation, AcceptDegradation: m.AcceptDegradation,
 		WorkspaceDigest: m.Workspace.GetDigest(), WorkspaceBytes: m.Workspace.GetBytes(), WorkspaceChunks: m.Workspace.GetChunks(),
+		WorkspaceSnapshotMs: time.Duration(m.Workspace.GetSnapshotNanos()).Milliseconds(), WorkspaceTransfer: TransferToAPI(m.Transfer),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -88,6 +89,7 @@ func (h *runnerHandler) CommitRestore(ctx context.Context, req *connect.Request[
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: id, Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
 				SessionId: m.SessionId, MoveId: m.MoveId, NewEpoch: m.NewEpoch, Digest: m.Digest,
+				Transfer: TransferFromAPI(m.Transfer),
 			}}}
 		},
 		func(*fsmpb.Result) *fakv1.CommitRestoreResponse { return &fakv1.CommitRestoreResponse{} },
@@ -122,5 +124,24 @@ func workspaceOf(m *fakv1.CommitCheckpointRequest) *fsmpb.Workspace {
 	if m.WorkspaceDigest == "" {
 		return nil
 	}
-	return &fsmpb.Workspace{Digest: m.WorkspaceDigest, Bytes: m.WorkspaceBytes, Chunks: m.WorkspaceChunks}
+	return &fsmpb.Workspace{Digest: m.WorkspaceDigest, Bytes: m.WorkspaceBytes, Chunks: m.WorkspaceChunks,
+		SnapshotNanos: m.WorkspaceSnapshotMs * int64(time.Millisecond)}
+}
+
+// TransferFromAPI is the FSM's form of a workspace transfer (nil: none).
+func TransferFromAPI(t *fakv1.WorkspaceTransfer) *fsmpb.WorkspaceTransfer {
+	if t == nil {
+		return nil
+	}
+	return &fsmpb.WorkspaceTransfer{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent,
+		ChunksPresent: t.ChunksPresent, FetchNanos: t.FetchMs * int64(time.Millisecond), RestoreNanos: t.RestoreMs * int64(time.Millisecond)}
+}
+
+// TransferToAPI is the API's form of a workspace transfer (nil: none).
+func TransferToAPI(t *fsmpb.WorkspaceTransfer) *fakv1.WorkspaceTransfer {
+	if t == nil {
+		return nil
+	}
+	return &fakv1.WorkspaceTransfer{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent,
+		ChunksPresent: t.ChunksPresent, FetchMs: time.Duration(t.FetchNanos).Milliseconds(), RestoreMs: time.Duration(t.RestoreNanos).Milliseconds()}
 }

@@ -198,13 +198,25 @@ type moveFact struct {
 	ElapsedNanos  int64          `json:"elapsed_nanos,omitempty"`
 	Interrupt     bool           `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
 	Workspace     *workspaceFact `json:"workspace,omitempty"` // move.checkpointed: the workspace carried
+	Transfer      *transferFact  `json:"transfer,omitempty"`  // move.restored: what restoring it cost
 }
 
 // workspaceFact is a workspace snapshot a checkpoint carries.
 type workspaceFact struct {
-	Digest string `json:"digest"`
-	Bytes  uint64 `json:"bytes"`
-	Chunks uint32 `json:"chunks"`
+	Digest        string `json:"digest"`
+	Bytes         uint64 `json:"bytes"`
+	Chunks        uint32 `json:"chunks"`
+	SnapshotNanos int64  `json:"snapshot_nanos,omitempty"`
+}
+
+// transferFact is what a destination did to restore a workspace.
+type transferFact struct {
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesPresent  uint64 `json:"bytes_present"`
+	ChunksSent    uint32 `json:"chunks_sent"`
+	ChunksPresent uint32 `json:"chunks_present"`
+	FetchNanos    int64  `json:"fetch_nanos"`
+	RestoreNanos  int64  `json:"restore_nanos"`
 }
 
 // interruptFact is the data of the turn.completed the FSM writes when it

@@ -206,9 +206,11 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 	text := "checkpointed at #" + uitoa(cmd.CheckpointSeq)
 	f := moveFact{SourceEpoch: s.Epoch, CheckpointSeq: cmd.CheckpointSeq, Digest: cmd.Digest}
 	if w := cmd.Workspace; w.GetDigest() != "" {
-		m.Workspace = &fsmpb.Workspace{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks}
-		f.Workspace = &workspaceFact{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks}
-		text += ", workspace " + uitoa(w.Bytes) + " bytes in " + uitoa(uint64(w.Chunks)) + " chunks"
+		m.Workspace = &fsmpb.Workspace{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks, SnapshotNanos: max(w.SnapshotNanos, 0)}
+		f.Workspace = &workspaceFact{Digest: w.Digest, Bytes: w.Bytes, Chunks: w.Chunks, SnapshotNanos: max(w.SnapshotNanos, 0)}
+		if w.Bytes > 0 {
+			text += ", workspace " + uitoa(w.Bytes) + " bytes in " + uitoa(uint64(w.Chunks)) + " chunks"
+		}
 	}
 	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, text, f)
 	return moveResult(s), nil
@@ -251,8 +253,18 @@ func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.
 	}
 	s.Move.NewEpoch = cmd.NewEpoch
 	s.MaxEpoch = cmd.NewEpoch
-	a.transition(c, s, MoveRestored, KindMoveRestored, "restored on "+s.Move.Admitted.GetNode()+" as epoch "+uitoa(cmd.NewEpoch),
-		moveFact{To: s.Move.Admitted.GetNode(), NewEpoch: cmd.NewEpoch, Digest: cmd.Digest})
+	f := moveFact{To: s.Move.Admitted.GetNode(), NewEpoch: cmd.NewEpoch, Digest: cmd.Digest}
+	text := "restored on " + s.Move.Admitted.GetNode() + " as epoch " + uitoa(cmd.NewEpoch)
+	if t := cmd.Transfer; t != nil {
+		s.Move.Transfer = &fsmpb.WorkspaceTransfer{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent,
+			ChunksPresent: t.ChunksPresent, FetchNanos: max(t.FetchNanos, 0), RestoreNanos: max(t.RestoreNanos, 0)}
+		f.Transfer = &transferFact{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent,
+			ChunksPresent: t.ChunksPresent, FetchNanos: max(t.FetchNanos, 0), RestoreNanos: max(t.RestoreNanos, 0)}
+		if t.BytesSent+t.BytesPresent > 0 {
+			text += ", workspace: " + uitoa(t.BytesSent) + " bytes sent, " + uitoa(t.BytesPresent) + " already there"
+		}
+	}
+	a.transition(c, s, MoveRestored, KindMoveRestored, text, f)
 	return moveResult(s), nil
 }
 

@@ -37,6 +37,7 @@ type metrics struct {
 	commitNudges  *prometheus.CounterVec
 	moves         *prometheus.CounterVec
 	movePhase     *prometheus.HistogramVec
+	moveWsBytes   *prometheus.CounterVec
 	moveDuration  *prometheus.HistogramVec
 }
 
@@ -99,6 +100,10 @@ func newMetrics() *metrics {
 			Help:    "Time a successful move spent in a phase (safe_point_requested, checkpointed, restored), from the leader-stamped transition times.",
 			Buckets: moveBuckets,
 		}, []string{"phase"}),
+		moveWsBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fak_move_workspace_bytes_total",
+			Help: "Workspace bytes of the moves this node's controller committed (while it led): sent from the source, or already present on the destination.",
+		}, []string{"kind"}),
 		moveDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fak_move_duration_seconds",
 			Help:    "Time from a move's request to its end, by outcome (committed, failed, unsafe).",
@@ -111,7 +116,7 @@ func newMetrics() *metrics {
 		buildInfo(),
 		m.applyDuration, m.applyFailures, m.entryCommands, m.fsmBatch,
 		m.snapshotTime, m.snapshotSize, m.snapshots, m.commitNudges,
-		m.moves, m.movePhase, m.moveDuration,
+		m.moves, m.movePhase, m.moveDuration, m.moveWsBytes,
 	)
 	return m
 }
@@ -201,6 +206,10 @@ func (m *metrics) moveAdmitted(mv *fsmpb.Move, now int64) {
 func (m *metrics) moveEnded(mv *fsmpb.Move, outcome string, now int64) {
 	if outcome == "committed" {
 		m.movePhase.WithLabelValues(phaseLabel(fsm.MoveRestored)).Observe(sinceNanos(mv.StateUnixNano, now))
+		if t := mv.Transfer; t != nil {
+			m.moveWsBytes.WithLabelValues("sent").Add(float64(t.BytesSent))
+			m.moveWsBytes.WithLabelValues("present").Add(float64(t.BytesPresent))
+		}
 	}
 	m.moves.WithLabelValues(mv.Cause, outcome).Inc()
 	m.moveDuration.WithLabelValues(outcome).Observe(sinceNanos(mv.RequestedUnixNano, now))

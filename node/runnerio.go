@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -91,13 +92,14 @@ func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID stri
 	_, err := w.runner.CommitCheckpoint(ctx, connect.NewRequest(&fakv1.CommitCheckpointRequest{
 		SessionId: sessionID, MoveId: moveID, SourceEpoch: sourceEpoch, CheckpointSeq: seq, Digest: digest,
 		WorkspaceDigest: ws.GetDigest(), WorkspaceBytes: ws.GetBytes(), WorkspaceChunks: ws.GetChunks(),
+		WorkspaceSnapshotMs: time.Duration(ws.GetSnapshotNanos()).Milliseconds(),
 	}))
 	return classify(err)
 }
 
-func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error {
+func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
 	_, err := w.runner.CommitRestore(ctx, connect.NewRequest(&fakv1.CommitRestoreRequest{
-		SessionId: sessionID, MoveId: moveID, NewEpoch: newEpoch, Digest: digest,
+		SessionId: sessionID, MoveId: moveID, NewEpoch: newEpoch, Digest: digest, Transfer: api.TransferToAPI(t),
 	}))
 	return classify(err)
 }

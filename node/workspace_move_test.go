@@ -15,12 +15,15 @@ import (
 
 // A session's workspace moves with it (issue 16, part 1): an exec agent
 // writes files over several turns on n1; after a move to n2 the next turn
-// reads them there, and the checkpoint journaled what it carried; it goes
-// on to n3 and back to n1, which replaces its old copy.
+// reads them there, and the move journaled what it carried and what that
+// cost. Chunks altered in the source's store fail a move
+// (WORKSPACE_DIGEST_MISMATCH) and the source serves on; the next move goes
+// through; back on n1 only what n1 lacks crosses. A workspace holding a
+// fifo is refused.
 func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	// Each turn appends its input to notes.txt, keeps a link to it in a
 	// subdirectory, and prints what the workspace holds.
-	agent := `cat >> notes.txt; echo >> notes.txt; mkdir -p sub && ln -sf ../notes.txt sub/link; chmod 0640 notes.txt; echo "--"; cat sub/link`
+	agent := `[ -e static.txt ] || echo "written once, never changed" > static.txt; cat >> notes.txt; echo >> notes.txt; mkdir -p sub && ln -sf ../notes.txt sub/link; chmod 0640 notes.txt; echo "--"; cat sub/link`
 	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
 		cfg.Runtimes = append(cfg.Runtimes, node.RuntimeConfig{Name: "notes", Adapter: node.AdapterExec, Protocol: "text",
 			Command: []string{"sh", "-c", agent}},
@@ -43,8 +46,9 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	turn(1, "beta")
 
 	mv := moveSession(t, c, n1, id, "n2", 10*time.Second)
-	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted || m.WorkspaceDigest == "" || m.WorkspaceBytes == 0 {
-		t.Fatalf("move %+v: want cut over, carrying the workspace", m)
+	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted || m.WorkspaceDigest == "" || m.WorkspaceBytes == 0 ||
+		m.WorkspaceTransfer.GetBytesSent() != m.WorkspaceBytes || m.WorkspaceTransfer.GetChunksPresent() != 0 {
+		t.Fatalf("move %+v: want cut over, carrying the workspace, every byte sent", m)
 	}
 	out := turn(describe(t, c, n1, id).GetEpoch(), "gamma")
 	if !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") || !strings.Contains(out, "gamma") {
@@ -57,20 +61,24 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(ws, "sub", "link")); err != nil || target != "../notes.txt" {
 		t.Fatalf("sub/link on n2: %q %v", target, err)
 	}
-	checkpointed := false
+	checkpointed, restored := false, false
 	for _, ev := range readAll(t, c, n1, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
 		if ev.Kind == fsm.KindMoveCheckpointed && strings.Contains(ev.Text, "workspace") && strings.Contains(string(ev.Data), `"workspace":{"digest":"`) {
 			checkpointed = true
 		}
+		if ev.Kind == fsm.KindMoveRestored && strings.Contains(ev.Text, "bytes sent") && strings.Contains(string(ev.Data), `"transfer":{"bytes_sent":`) {
+			restored = true
+		}
 	}
-	if !checkpointed {
-		t.Fatal("no move.checkpointed says what workspace it carried")
+	if !checkpointed || !restored {
+		t.Fatalf("move.checkpointed says what workspace it carried: %v; move.restored what restoring it cost: %v", checkpointed, restored)
 	}
 
-	// Alter every chunk n2 (now the source) holds: its checkpoint reads
-	// the workspace itself, so the next move still carries the true files
-	// (a destination fed altered chunks fails the move:
-	// runner.TestRunner_DestinationRestoresTheWorkspace).
+	// Alter every chunk n2 (now the source) holds. Its checkpoint keeps
+	// chunks already stored (they are named by their content); sending
+	// them, n2 finds them altered, drops them and refuses, and the move
+	// fails with WORKSPACE_DIGEST_MISMATCH: the session stays on n2 and
+	// serves.
 	store := filepath.Join(n2.DataDir, "workspace-store", "chunks")
 	altered := 0
 	_ = filepath.WalkDir(store, func(p string, d os.DirEntry, err error) error {
@@ -85,17 +93,30 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 		t.Fatalf("no chunk file under %s to alter", store)
 	}
 	mv = moveSession(t, c, n1, id, "n3", 10*time.Second)
-	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted {
-		t.Fatalf("move to n3: %+v", m)
+	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveFailed || !strings.Contains(m.Reason, string(fsm.ReasonWorkspaceDigestMismatch)) {
+		t.Fatalf("move with altered chunks: %+v, want MOVE_FAILED with WORKSPACE_DIGEST_MISMATCH", m)
+	}
+	if s := describe(t, c, n1, id); s.GetPlacement().GetNode() != "n2" {
+		t.Fatalf("the session left n2 (%v): the source must stay authoritative", s.GetPlacement())
 	}
 	if out := turn(describe(t, c, n1, id).GetEpoch(), "delta"); !strings.Contains(out, "gamma") || !strings.Contains(out, "delta") {
+		t.Fatalf("the source does not serve on after the failed move:\n%s", out)
+	}
+	// The altered chunks were dropped: the next checkpoint stores them
+	// again from the workspace, and the move goes through.
+	mv = moveSession(t, c, n1, id, "n3", 10*time.Second)
+	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted {
+		t.Fatalf("move to n3 after the failure: %+v", m)
+	}
+	if out := turn(describe(t, c, n1, id).GetEpoch(), "epsilon"); !strings.Contains(out, "delta") || !strings.Contains(out, "epsilon") {
 		t.Fatalf("the turn on n3 does not see the workspace:\n%s", out)
 	}
 	// Moving back to n1, which holds the first snapshot's chunks, works
 	// from what it lacks.
 	mv = moveSession(t, c, n1, id, "n1", 10*time.Second)
-	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted {
-		t.Fatalf("move back to n1: %+v", m)
+	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted ||
+		m.WorkspaceTransfer.GetBytesSent() >= m.WorkspaceBytes || m.WorkspaceTransfer.GetChunksPresent() == 0 {
+		t.Fatalf("move back to n1: %+v, want only what n1 lacks sent (static.txt is there)", m)
 	}
 	if b, err := os.ReadFile(filepath.Join(n1.DataDir, "workspaces", id, "notes.txt")); err != nil || !strings.Contains(string(b), "delta") {
 		t.Fatalf("n1's workspace after moving back: %q %v", b, err)

@@ -172,6 +172,28 @@ type Move struct {
 	Phase         string     `json:"phase,omitempty"`
 	ElapsedNanos  int64      `json:"elapsed_nanos,omitempty"`
 	Interrupt     bool       `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
+	// move.checkpointed: the workspace the checkpoint carries;
+	// move.restored: what restoring it cost on the destination.
+	Workspace *Workspace `json:"workspace,omitempty"`
+	Transfer  *Transfer  `json:"transfer,omitempty"`
+}
+
+// Workspace is a workspace snapshot a move's checkpoint carries.
+type Workspace struct {
+	Digest        string `json:"digest"`
+	Bytes         uint64 `json:"bytes"`
+	Chunks        uint32 `json:"chunks"`
+	SnapshotNanos int64  `json:"snapshot_nanos,omitempty"`
+}
+
+// Transfer is what a move's destination did to restore the workspace.
+type Transfer struct {
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesPresent  uint64 `json:"bytes_present"`
+	ChunksSent    uint32 `json:"chunks_sent"`
+	ChunksPresent uint32 `json:"chunks_present"`
+	FetchNanos    int64  `json:"fetch_nanos"`
+	RestoreNanos  int64  `json:"restore_nanos"`
 }
 
 // Turn is the fact of turn.started and turn.completed as the runner writes

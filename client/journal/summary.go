@@ -311,7 +311,11 @@ func moveSummary(kind string, f Move) string {
 		}
 		return fmt.Sprintf("move %s requested: %s → %s%s; the session runs on %s until the cutover", f.MoveID, f.From, to, paren(f.Cause), f.From)
 	case KindMoveCheckpointed:
-		return fmt.Sprintf("move: checkpointed at #%d%s", f.CheckpointSeq, after)
+		s := fmt.Sprintf("move: checkpointed at #%d", f.CheckpointSeq)
+		if w := f.Workspace; w != nil && w.Bytes > 0 {
+			s += fmt.Sprintf(", workspace %s in %d chunks (snapshot %s)", FormatBytes(w.Bytes), w.Chunks, fmtDuration(w.SnapshotNanos))
+		}
+		return s + after
 	case KindMoveAdmitted:
 		s := "move: " + f.To + " admitted"
 		if len(f.Checks) > 0 {
@@ -322,7 +326,11 @@ func moveSummary(kind string, f Move) string {
 		}
 		return s + after
 	case KindMoveRestored:
-		return fmt.Sprintf("move: restored on %s as epoch %d%s", f.To, f.NewEpoch, after)
+		s := fmt.Sprintf("move: restored on %s as epoch %d", f.To, f.NewEpoch)
+		if t := f.Transfer; t != nil && t.BytesSent+t.BytesPresent > 0 {
+			s += "; " + TransferText(t)
+		}
+		return s + after
 	case KindMoveCutover:
 		return fmt.Sprintf("move committed: %s → %s, epoch %d%s", f.From, f.To, f.NewEpoch, after)
 	}
@@ -367,4 +375,32 @@ func paren(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// TransferText says what restoring a workspace cost: what crossed, what
+// the destination already held, how long it took.
+func TransferText(t *Transfer) string {
+	return fmt.Sprintf("workspace: %s sent in %d chunks (%s), %s already there in %d, restored in %s",
+		FormatBytes(t.BytesSent), t.ChunksSent, fmtDuration(t.FetchNanos), FormatBytes(t.BytesPresent), t.ChunksPresent, fmtDuration(t.RestoreNanos))
+}
+
+// FormatBytes is n in B, kB, MB or GB (powers of 1000, as disks count).
+func FormatBytes(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func fmtDuration(nanos int64) string {
+	d := time.Duration(nanos)
+	if d < time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return d.Round(10 * time.Millisecond).String()
 }

@@ -213,7 +213,11 @@ func (w *moveWatch) apply(ev *fakv1.Event) (line string, done, ok bool) {
 func moveTransition(f journal.Move, source string) string {
 	switch f.State {
 	case moveCheckpointed:
-		return fmt.Sprintf("%s at #%d", f.State, f.CheckpointSeq)
+		s := fmt.Sprintf("%s at #%d", f.State, f.CheckpointSeq)
+		if w := f.Workspace; w != nil && w.Bytes > 0 {
+			s += fmt.Sprintf(", workspace %s in %d chunks", journal.FormatBytes(w.Bytes), w.Chunks)
+		}
+		return s
 	case moveAdmitted:
 		s := joinNonEmpty(f.State, f.To)
 		if len(f.Checks) > 0 {
@@ -227,6 +231,9 @@ func moveTransition(f journal.Move, source string) string {
 		s := fmt.Sprintf("%s epoch %d", f.State, f.NewEpoch)
 		if f.To != "" {
 			s += " on " + f.To
+		}
+		if t := f.Transfer; t != nil && t.BytesSent+t.BytesPresent > 0 {
+			s += "; " + journal.TransferText(t)
 		}
 		return s
 	case moveCutoverCommitted:
@@ -284,6 +291,15 @@ func writeMove(w io.Writer, sessionID string, m *fakv1.Move) error {
 	}
 	if m.GetCheckpointSeq() != 0 {
 		fields = append(fields, [2]string{"Checkpoint", fmt.Sprintf("at seq %d (digest %s)", m.GetCheckpointSeq(), shortDigest(m.GetDigest()))})
+	}
+	if d := m.GetWorkspaceDigest(); d != "" {
+		fields = append(fields, [2]string{"Workspace", fmt.Sprintf("%s in %d chunks (%s), snapshot %dms",
+			journal.FormatBytes(m.GetWorkspaceBytes()), m.GetWorkspaceChunks(), d, m.GetWorkspaceSnapshotMs())})
+	}
+	if t := m.GetWorkspaceTransfer(); t != nil {
+		fields = append(fields, [2]string{"Transfer", journal.TransferText(&journal.Transfer{
+			BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent, ChunksPresent: t.ChunksPresent,
+			FetchNanos: t.FetchMs * 1e6, RestoreNanos: t.RestoreMs * 1e6})})
 	}
 	if a := m.GetAdmitted(); a != nil {
 		fields = append(fields, [2]string{"Admitted", journal.FormatPlacement(a)})

@@ -1393,10 +1393,12 @@ func (x *MoveCheckpoint) GetWorkspace() *Workspace {
 
 // Workspace is a snapshot of a session's workspace, content-addressed.
 type Workspace struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Digest        string                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Chunks        uint32                 `protobuf:"varint,3,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Digest string                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	Bytes  uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Chunks uint32                 `protobuf:"varint,3,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	// How long the source took to snapshot it.
+	SnapshotNanos int64 `protobuf:"varint,4,opt,name=snapshot_nanos,json=snapshotNanos,proto3" json:"snapshot_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1450,13 @@ func (x *Workspace) GetBytes() uint64 {
 func (x *Workspace) GetChunks() uint32 {
 	if x != nil {
 		return x.Chunks
+	}
+	return 0
+}
+
+func (x *Workspace) GetSnapshotNanos() int64 {
+	if x != nil {
+		return x.SnapshotNanos
 	}
 	return 0
 }
@@ -1532,11 +1541,13 @@ func (x *MoveAdmit) GetDegradation() []string {
 // MoveRestore: DESTINATION_ADMITTED -> RESTORED (by the destination runner
 // after verifying the digest on its own replica).
 type MoveRestore struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
-	NewEpoch      uint64                 `protobuf:"varint,3,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
-	Digest        string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId    string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	NewEpoch  uint64                 `protobuf:"varint,3,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
+	Digest    string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// What restoring the checkpoint's workspace cost (nil: none carried).
+	Transfer      *WorkspaceTransfer `protobuf:"bytes,5,opt,name=transfer,proto3" json:"transfer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1610,100 @@ func (x *MoveRestore) GetDigest() string {
 	return ""
 }
 
+func (x *MoveRestore) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
+// WorkspaceTransfer is what a destination did to restore a workspace: the
+// bytes and chunks it fetched from the source and those its store already
+// held, how long the fetch and the whole restore took.
+type WorkspaceTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BytesSent     uint64                 `protobuf:"varint,1,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
+	BytesPresent  uint64                 `protobuf:"varint,2,opt,name=bytes_present,json=bytesPresent,proto3" json:"bytes_present,omitempty"`
+	ChunksSent    uint32                 `protobuf:"varint,3,opt,name=chunks_sent,json=chunksSent,proto3" json:"chunks_sent,omitempty"`
+	ChunksPresent uint32                 `protobuf:"varint,4,opt,name=chunks_present,json=chunksPresent,proto3" json:"chunks_present,omitempty"`
+	FetchNanos    int64                  `protobuf:"varint,5,opt,name=fetch_nanos,json=fetchNanos,proto3" json:"fetch_nanos,omitempty"`
+	RestoreNanos  int64                  `protobuf:"varint,6,opt,name=restore_nanos,json=restoreNanos,proto3" json:"restore_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceTransfer) Reset() {
+	*x = WorkspaceTransfer{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceTransfer) ProtoMessage() {}
+
+func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceTransfer.ProtoReflect.Descriptor instead.
+func (*WorkspaceTransfer) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WorkspaceTransfer) GetBytesSent() uint64 {
+	if x != nil {
+		return x.BytesSent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetBytesPresent() uint64 {
+	if x != nil {
+		return x.BytesPresent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetChunksSent() uint32 {
+	if x != nil {
+		return x.ChunksSent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetChunksPresent() uint32 {
+	if x != nil {
+		return x.ChunksPresent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetFetchNanos() int64 {
+	if x != nil {
+		return x.FetchNanos
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetRestoreNanos() int64 {
+	if x != nil {
+		return x.RestoreNanos
+	}
+	return 0
+}
+
 // MoveCutover: RESTORED -> CUTOVER_COMMITTED: the new epoch is current.
 type MoveCutover struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1610,7 +1715,7 @@ type MoveCutover struct {
 
 func (x *MoveCutover) Reset() {
 	*x = MoveCutover{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1727,7 @@ func (x *MoveCutover) String() string {
 func (*MoveCutover) ProtoMessage() {}
 
 func (x *MoveCutover) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1740,7 @@ func (x *MoveCutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
 func (*MoveCutover) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MoveCutover) GetSessionId() string {
@@ -1666,7 +1771,7 @@ type MoveFail struct {
 
 func (x *MoveFail) Reset() {
 	*x = MoveFail{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1783,7 @@ func (x *MoveFail) String() string {
 func (*MoveFail) ProtoMessage() {}
 
 func (x *MoveFail) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1796,7 @@ func (x *MoveFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
 func (*MoveFail) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MoveFail) GetSessionId() string {
@@ -1745,15 +1850,17 @@ type Move struct {
 	AcceptDegradation     bool       `protobuf:"varint,16,opt,name=accept_degradation,json=acceptDegradation,proto3" json:"accept_degradation,omitempty"`
 	Degradation           []string   `protobuf:"bytes,17,rep,name=degradation,proto3" json:"degradation,omitempty"`
 	Checks                []string   `protobuf:"bytes,18,rep,name=checks,proto3" json:"checks,omitempty"`
-	// The workspace the checkpoint carries (empty digest: none).
-	Workspace     *Workspace `protobuf:"bytes,19,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The workspace the checkpoint carries (empty digest: none), and what
+	// restoring it on the destination cost.
+	Workspace     *Workspace         `protobuf:"bytes,19,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Transfer      *WorkspaceTransfer `protobuf:"bytes,20,opt,name=transfer,proto3" json:"transfer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1872,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1885,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Move) GetMoveId() string {
@@ -1914,6 +2021,13 @@ func (x *Move) GetWorkspace() *Workspace {
 	return nil
 }
 
+func (x *Move) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
 // round) carries many of them.
@@ -1926,7 +2040,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2052,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2065,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -1978,7 +2092,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2104,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2117,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -2058,7 +2172,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2184,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2197,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -2146,7 +2260,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2272,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2285,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -2236,7 +2350,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2362,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2375,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -2352,7 +2466,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2478,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2491,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -2427,7 +2541,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2553,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2566,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -2481,7 +2595,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2607,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2620,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -2541,7 +2655,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2667,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2680,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -2618,7 +2732,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2744,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2757,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -2690,7 +2804,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2816,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2829,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -2763,7 +2877,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2889,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2902,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -2840,7 +2954,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2966,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +2979,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -2923,7 +3037,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3049,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3062,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -3014,7 +3128,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3026,7 +3140,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3039,7 +3153,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -3101,7 +3215,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3227,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3240,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -3201,7 +3315,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3327,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3340,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -3290,7 +3404,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3416,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3429,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -3352,7 +3466,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3478,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3491,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -3413,7 +3527,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3425,7 +3539,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3438,7 +3552,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -3480,7 +3594,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3606,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3619,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -3543,7 +3657,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3669,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3682,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -3605,7 +3719,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3731,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3744,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -3675,7 +3789,7 @@ type InterruptTurn struct {
 
 func (x *InterruptTurn) Reset() {
 	*x = InterruptTurn{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3687,7 +3801,7 @@ func (x *InterruptTurn) String() string {
 func (*InterruptTurn) ProtoMessage() {}
 
 func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3700,7 +3814,7 @@ func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptTurn.ProtoReflect.Descriptor instead.
 func (*InterruptTurn) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InterruptTurn) GetSessionId() string {
@@ -3738,7 +3852,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +3864,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +3877,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -3836,7 +3950,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +3962,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +3975,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -3932,7 +4046,7 @@ type ProviderBinding struct {
 
 func (x *ProviderBinding) Reset() {
 	*x = ProviderBinding{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3944,7 +4058,7 @@ func (x *ProviderBinding) String() string {
 func (*ProviderBinding) ProtoMessage() {}
 
 func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3957,7 +4071,7 @@ func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderBinding.ProtoReflect.Descriptor instead.
 func (*ProviderBinding) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ProviderBinding) GetProvider() string {
@@ -3987,7 +4101,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4113,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4126,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -4047,7 +4161,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4059,7 +4173,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4072,7 +4186,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventInput) GetKind() string {
@@ -4106,7 +4220,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4232,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4245,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -4172,7 +4286,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4184,7 +4298,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4197,7 +4311,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Result) GetError() *Error {
@@ -4344,7 +4458,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4470,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4483,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Error) GetReason() string {
@@ -4409,7 +4523,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4535,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4548,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -4541,7 +4655,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +4667,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +4680,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4827,7 +4941,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4839,7 +4953,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4852,7 +4966,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -4903,7 +5017,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4915,7 +5029,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4928,7 +5042,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -4984,7 +5098,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4996,7 +5110,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5009,7 +5123,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -5091,7 +5205,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5103,7 +5217,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5116,7 +5230,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Event) GetSessionId() string {
@@ -5180,7 +5294,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5192,7 +5306,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5205,7 +5319,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -5230,7 +5344,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5242,7 +5356,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5369,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Boundary) GetAction() string {
@@ -5395,24 +5509,36 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\fsource_epoch\x18\x03 \x01(\x04R\vsourceEpoch\x12%\n" +
 	"\x0echeckpoint_seq\x18\x04 \x01(\x04R\rcheckpointSeq\x12\x16\n" +
 	"\x06digest\x18\x05 \x01(\tR\x06digest\x123\n" +
-	"\tworkspace\x18\x06 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\"Q\n" +
+	"\tworkspace\x18\x06 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\"x\n" +
 	"\tWorkspace\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x16\n" +
-	"\x06chunks\x18\x03 \x01(\rR\x06chunks\"\xb2\x01\n" +
+	"\x06chunks\x18\x03 \x01(\rR\x06chunks\x12%\n" +
+	"\x0esnapshot_nanos\x18\x04 \x01(\x03R\rsnapshotNanos\"\xb2\x01\n" +
 	"\tMoveAdmit\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x123\n" +
 	"\tplacement\x18\x03 \x01(\v2\x15.fak.fsm.v1.PlacementR\tplacement\x12\x16\n" +
 	"\x06checks\x18\x04 \x03(\tR\x06checks\x12 \n" +
-	"\vdegradation\x18\x05 \x03(\tR\vdegradation\"z\n" +
+	"\vdegradation\x18\x05 \x03(\tR\vdegradation\"\xb5\x01\n" +
 	"\vMoveRestore\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x1b\n" +
 	"\tnew_epoch\x18\x03 \x01(\x04R\bnewEpoch\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\tR\x06digest\"E\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x129\n" +
+	"\btransfer\x18\x05 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\"\xe5\x01\n" +
+	"\x11WorkspaceTransfer\x12\x1d\n" +
+	"\n" +
+	"bytes_sent\x18\x01 \x01(\x04R\tbytesSent\x12#\n" +
+	"\rbytes_present\x18\x02 \x01(\x04R\fbytesPresent\x12\x1f\n" +
+	"\vchunks_sent\x18\x03 \x01(\rR\n" +
+	"chunksSent\x12%\n" +
+	"\x0echunks_present\x18\x04 \x01(\rR\rchunksPresent\x12\x1f\n" +
+	"\vfetch_nanos\x18\x05 \x01(\x03R\n" +
+	"fetchNanos\x12#\n" +
+	"\rrestore_nanos\x18\x06 \x01(\x03R\frestoreNanos\"E\n" +
 	"\vMoveCutover\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -5422,7 +5548,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xaa\x05\n" +
+	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xe5\x05\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -5444,7 +5570,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x12accept_degradation\x18\x10 \x01(\bR\x11acceptDegradation\x12 \n" +
 	"\vdegradation\x18\x11 \x03(\tR\vdegradation\x12\x16\n" +
 	"\x06checks\x18\x12 \x03(\tR\x06checks\x123\n" +
-	"\tworkspace\x18\x13 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\"8\n" +
+	"\tworkspace\x18\x13 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\x129\n" +
+	"\btransfer\x18\x14 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\"8\n" +
 	"\x05Batch\x12/\n" +
 	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\xc3\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -5771,7 +5898,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -5788,122 +5915,125 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*Workspace)(nil),            // 12: fak.fsm.v1.Workspace
 	(*MoveAdmit)(nil),            // 13: fak.fsm.v1.MoveAdmit
 	(*MoveRestore)(nil),          // 14: fak.fsm.v1.MoveRestore
-	(*MoveCutover)(nil),          // 15: fak.fsm.v1.MoveCutover
-	(*MoveFail)(nil),             // 16: fak.fsm.v1.MoveFail
-	(*Move)(nil),                 // 17: fak.fsm.v1.Move
-	(*Batch)(nil),                // 18: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 19: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 20: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 21: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 22: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 23: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 24: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 25: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 26: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 27: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 28: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 29: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 30: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 31: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 32: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 33: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 34: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 35: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 36: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 37: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 38: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 39: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 40: fak.fsm.v1.SubmitInput
-	(*InterruptTurn)(nil),        // 41: fak.fsm.v1.InterruptTurn
-	(*AnswerApproval)(nil),       // 42: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 43: fak.fsm.v1.RunnerAppend
-	(*ProviderBinding)(nil),      // 44: fak.fsm.v1.ProviderBinding
-	(*AppendEvents)(nil),         // 45: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 46: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 47: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 48: fak.fsm.v1.Result
-	(*Error)(nil),                // 49: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 50: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 51: fak.fsm.v1.Session
-	(*Lease)(nil),                // 52: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 53: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 54: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 55: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 56: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 57: fak.fsm.v1.Boundary
+	(*WorkspaceTransfer)(nil),    // 15: fak.fsm.v1.WorkspaceTransfer
+	(*MoveCutover)(nil),          // 16: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 17: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 18: fak.fsm.v1.Move
+	(*Batch)(nil),                // 19: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 20: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 21: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 22: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 23: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 24: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 25: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 26: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 27: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 28: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 29: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 30: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 31: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 32: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 33: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 34: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 35: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 36: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 37: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 38: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 39: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 40: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 41: fak.fsm.v1.SubmitInput
+	(*InterruptTurn)(nil),        // 42: fak.fsm.v1.InterruptTurn
+	(*AnswerApproval)(nil),       // 43: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 44: fak.fsm.v1.RunnerAppend
+	(*ProviderBinding)(nil),      // 45: fak.fsm.v1.ProviderBinding
+	(*AppendEvents)(nil),         // 46: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 47: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 48: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 49: fak.fsm.v1.Result
+	(*Error)(nil),                // 50: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 51: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 52: fak.fsm.v1.Session
+	(*Lease)(nil),                // 53: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 54: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 55: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 56: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 57: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 58: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	19, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	45, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	47, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	34, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	35, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	36, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	37, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	38, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	39, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	40, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	42, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	43, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	23, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	24, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	25, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	26, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	27, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	28, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	29, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	30, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	20, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	46, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	48, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	35, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	36, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	37, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	38, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	39, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	40, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	41, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	43, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	44, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	24, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	25, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	26, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	27, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	28, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	29, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	30, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	31, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
 	7,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
 	8,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
 	9,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
 	11, // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
 	13, // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
 	14, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
-	15, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
-	16, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	16, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	17, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
 	10, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
 	2,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
 	3,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
-	41, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
+	42, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
 	6,  // 32: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
 	5,  // 33: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	33, // 34: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	34, // 34: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
 	12, // 35: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
-	33, // 36: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	33, // 37: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	33, // 38: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	12, // 39: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
-	1,  // 40: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	33, // 41: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	21, // 42: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	20, // 43: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	20, // 44: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	20, // 45: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	20, // 46: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	46, // 47: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	20, // 48: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
-	44, // 49: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
-	46, // 50: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	49, // 51: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	51, // 52: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	50, // 53: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	54, // 54: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	22, // 55: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	57, // 56: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	5,  // 57: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	4,  // 58: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 59: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	33, // 60: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	52, // 61: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	53, // 62: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	17, // 63: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	55, // 64: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	51, // 65: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	66, // [66:66] is the sub-list for method output_type
-	66, // [66:66] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	34, // 36: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	15, // 37: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	34, // 38: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	34, // 39: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	12, // 40: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
+	15, // 41: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	1,  // 42: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	34, // 43: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	22, // 44: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	21, // 45: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	21, // 46: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	21, // 47: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	21, // 48: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	47, // 49: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	21, // 50: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
+	45, // 51: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
+	47, // 52: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	50, // 53: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	52, // 54: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	51, // 55: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	55, // 56: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	23, // 57: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	58, // 58: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	5,  // 59: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	4,  // 60: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 61: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	34, // 62: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	53, // 63: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	54, // 64: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	18, // 65: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	56, // 66: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	52, // 67: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -5945,8 +6075,8 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_RevokeAclToken)(nil),
 		(*Command_InterruptTurn)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[44].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[47].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[45].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[48].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -5961,7 +6091,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -114,9 +114,9 @@ func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, se
 		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest, Workspace: ws}}}))
 }
 
-func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string) error {
+func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
 	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
-		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest}}}))
+		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest, Transfer: t}}}))
 }
 
 func (l *local) FailMove(_ context.Context, id, moveID, reason string) error {

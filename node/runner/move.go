@@ -100,8 +100,10 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 		return r.failMove(ctx, s, fmt.Sprintf("%s: the journal up to #%d on %s has digest %s, the checkpoint's is %s",
 			fsm.ReasonDigestMismatch, m.CheckpointSeq, r.cfg.Node, digest, m.Digest))
 	}
+	var transfer *fsmpb.WorkspaceTransfer
 	if w := m.Workspace; w.GetDigest() != "" && r.movesWorkspaces() {
-		if err := r.pullWorkspace(ctx, s, w); err != nil {
+		var err error
+		if transfer, err = r.pullWorkspace(ctx, s, w); err != nil {
 			var mr moveRefusal
 			if errors.As(err, &mr) {
 				r.logger.Error("move: the workspace cannot be restored; failing the move", "session", s.SessionId, "move", m.MoveId, "why", string(mr))
@@ -140,7 +142,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 		return r.failMove(ctx, s, fmt.Sprintf("restore on %s: start %s runtime: %v", r.cfg.Node, name, err))
 	}
 	err = retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest)
+		return r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest, transfer)
 	})
 	if err != nil {
 		return moveStepError{err}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -45,6 +46,7 @@ func (r *Runner) movesWorkspaces() bool {
 // snapshotWorkspace snapshots s's workspace for its checkpoint; a refusal
 // is returned as a moveRefusal (the move fails with it).
 func (r *Runner) snapshotWorkspace(s *fsmpb.Session) (*fsmpb.Workspace, error) {
+	start := time.Now()
 	dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
 	if err != nil {
 		return nil, err
@@ -61,15 +63,27 @@ func (r *Runner) snapshotWorkspace(s *fsmpb.Session) (*fsmpb.Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsmpb.Workspace{Digest: digest, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks()))}, nil
+	return &fsmpb.Workspace{Digest: digest, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks())),
+		SnapshotNanos: time.Since(start).Nanoseconds()}, nil
 }
 
 // pullWorkspace makes this node's workspace of s the one its checkpoint
-// committed (w), fetching from the move's source what the store lacks.
-// A moveRefusal fails the move; any other error is retried by the next
-// pass (what was fetched is kept).
-func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.Workspace) error {
+// committed (w), fetching from the move's source what the store lacks,
+// and reports what that cost. A moveRefusal fails the move; any other
+// error is retried by the next pass (what was fetched is kept).
+func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.Workspace) (*fsmpb.WorkspaceTransfer, error) {
+	start := time.Now()
+	t, err := r.restoreWorkspace(ctx, s, w)
+	if err != nil {
+		return nil, err
+	}
+	t.RestoreNanos = time.Since(start).Nanoseconds()
+	return t, nil
+}
+
+func (r *Runner) restoreWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.Workspace) (*fsmpb.WorkspaceTransfer, error) {
 	m := s.Move
+	t := &fsmpb.WorkspaceTransfer{}
 	store := r.cfg.Workspaces
 	var src WorkspaceSource
 	source := func() (WorkspaceSource, error) {
@@ -84,45 +98,59 @@ func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.W
 		// Not held here yet: ask the source.
 		src, err := source()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		raw, err := src.Manifest(ctx, w.Digest)
 		if err != nil {
-			return sourceLost(err, m.SourceNode, w.Digest)
+			return nil, sourceLost(err, m.SourceNode, w.Digest)
 		}
 		if man, err = workspace.UnmarshalManifest(raw); err != nil {
-			return moveRefusal(fmt.Sprintf("%s: the workspace manifest from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
+			return nil, moveRefusal(fmt.Sprintf("%s: the workspace manifest from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
 		}
 		if d := man.Digest(); d != w.Digest {
-			return moveRefusal(fmt.Sprintf("%s: the manifest %s sent has digest %s, the checkpoint's is %s", fsm.ReasonWorkspaceDigestMismatch, m.SourceNode, d, w.Digest))
+			return nil, moveRefusal(fmt.Sprintf("%s: the manifest %s sent has digest %s, the checkpoint's is %s", fsm.ReasonWorkspaceDigestMismatch, m.SourceNode, d, w.Digest))
 		}
 		if err := workspace.Validate(man, r.cfg.MaxWorkspaceBytes); err != nil {
-			return moveRefusal(fmt.Sprintf("%s: the workspace from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
+			return nil, moveRefusal(fmt.Sprintf("%s: the workspace from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
 		}
 	}
 	// Only what this store lacks crosses (an earlier move, a broken
 	// transfer resumed, a chunk found altered and dropped).
-	if missing := store.Missing(man); len(missing) > 0 {
+	missing := store.Missing(man)
+	sizes := chunkSizes(man)
+	for _, h := range man.Chunks() {
+		t.ChunksPresent++
+		t.BytesPresent += uint64(sizes[h])
+	}
+	for _, h := range missing {
+		t.ChunksPresent--
+		t.BytesPresent -= uint64(sizes[h])
+		t.ChunksSent++
+		t.BytesSent += uint64(sizes[h])
+	}
+	if len(missing) > 0 {
 		src, err := source()
 		if err != nil {
-			return err
+			return nil, err
 		}
+		fetched := time.Now()
 		if err := r.fetchChunks(ctx, src, m.SourceNode, missing); err != nil {
-			return err
+			return nil, err
 		}
+		t.FetchNanos = time.Since(fetched).Nanoseconds()
 	}
 	if _, err := store.PutManifest(man); err != nil {
-		return err
+		return nil, err
 	}
 	dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// A node the session comes back to may still hold the very tree the
 	// checkpoint carries (nothing changed since it left): keep it.
 	if have, err := workspace.Snapshot(dir, store, r.cfg.MaxWorkspaceBytes); err == nil && have.Digest() == w.Digest {
 		r.logger.Info("move: workspace already in place", "session", s.SessionId, "move", m.MoveId, "digest", w.Digest)
-		return nil
+		return t, nil
 	}
 	// Materialize reads every chunk verified by its hash, and the manifest
 	// was verified by its digest: the tree it swaps in is the checkpoint's.
@@ -132,14 +160,25 @@ func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.W
 		case errors.Is(err, workspace.ErrDigestMismatch):
 			// A chunk of this store was altered on disk: it is dropped,
 			// and the next pass fetches it again.
-			return fmt.Errorf("restoring the workspace on %s: %w", r.cfg.Node, err)
+			return nil, fmt.Errorf("restoring the workspace on %s: %w", r.cfg.Node, err)
 		case errors.As(err, &ref):
-			return moveRefusal(fmt.Sprintf("%s: restoring the workspace on %s: %v", ReasonWorkspaceRefused, r.cfg.Node, err))
+			return nil, moveRefusal(fmt.Sprintf("%s: restoring the workspace on %s: %v", ReasonWorkspaceRefused, r.cfg.Node, err))
 		}
-		return err
+		return nil, err
 	}
 	r.logger.Info("move: workspace restored", "session", s.SessionId, "move", m.MoveId, "digest", w.Digest, "bytes", w.Bytes, "chunks", w.Chunks)
-	return nil
+	return t, nil
+}
+
+// chunkSizes is the length of each distinct chunk of m.
+func chunkSizes(m *workspace.Manifest) map[string]int64 {
+	sizes := map[string]int64{}
+	for _, e := range m.Entries {
+		for i, h := range e.Chunks {
+			sizes[h] = min(int64(workspace.ChunkSize), e.Size-int64(i)*workspace.ChunkSize)
+		}
+	}
+	return sizes
 }
 
 // fetchChunks reads the missing chunks from the source into the store,

@@ -38,7 +38,9 @@ type Writer interface {
 	// CommitCheckpoint commits the source's safe point: the journal
 	// address and digest, and the workspace snapshot (nil: none carried).
 	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) error
-	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string) error
+	// CommitRestore commits the destination's restore, with what restoring
+	// the workspace cost (nil: none carried).
+	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error
 	FailMove(ctx context.Context, sessionID, moveID, reason string) error
 }
 

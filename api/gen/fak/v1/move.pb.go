@@ -52,8 +52,12 @@ type Move struct {
 	WorkspaceDigest string `protobuf:"bytes,19,opt,name=workspace_digest,json=workspaceDigest,proto3" json:"workspace_digest,omitempty"`
 	WorkspaceBytes  uint64 `protobuf:"varint,20,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
 	WorkspaceChunks uint32 `protobuf:"varint,21,opt,name=workspace_chunks,json=workspaceChunks,proto3" json:"workspace_chunks,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What it cost: the source's snapshot, and the destination's restore
+	// (absent until RESTORED).
+	WorkspaceSnapshotMs int64              `protobuf:"varint,22,opt,name=workspace_snapshot_ms,json=workspaceSnapshotMs,proto3" json:"workspace_snapshot_ms,omitempty"`
+	WorkspaceTransfer   *WorkspaceTransfer `protobuf:"bytes,23,opt,name=workspace_transfer,json=workspaceTransfer,proto3" json:"workspace_transfer,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
@@ -231,6 +235,20 @@ func (x *Move) GetWorkspaceChunks() uint32 {
 		return x.WorkspaceChunks
 	}
 	return 0
+}
+
+func (x *Move) GetWorkspaceSnapshotMs() int64 {
+	if x != nil {
+		return x.WorkspaceSnapshotMs
+	}
+	return 0
+}
+
+func (x *Move) GetWorkspaceTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.WorkspaceTransfer
+	}
+	return nil
 }
 
 type MoveSessionRequest struct {
@@ -1014,11 +1032,12 @@ type CommitCheckpointRequest struct {
 	CheckpointSeq uint64                 `protobuf:"varint,4,opt,name=checkpoint_seq,json=checkpointSeq,proto3" json:"checkpoint_seq,omitempty"`
 	Digest        string                 `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
 	// The source's workspace snapshot: manifest digest, bytes, chunks.
-	WorkspaceDigest string `protobuf:"bytes,6,opt,name=workspace_digest,json=workspaceDigest,proto3" json:"workspace_digest,omitempty"`
-	WorkspaceBytes  uint64 `protobuf:"varint,7,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
-	WorkspaceChunks uint32 `protobuf:"varint,8,opt,name=workspace_chunks,json=workspaceChunks,proto3" json:"workspace_chunks,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	WorkspaceDigest     string `protobuf:"bytes,6,opt,name=workspace_digest,json=workspaceDigest,proto3" json:"workspace_digest,omitempty"`
+	WorkspaceBytes      uint64 `protobuf:"varint,7,opt,name=workspace_bytes,json=workspaceBytes,proto3" json:"workspace_bytes,omitempty"`
+	WorkspaceChunks     uint32 `protobuf:"varint,8,opt,name=workspace_chunks,json=workspaceChunks,proto3" json:"workspace_chunks,omitempty"`
+	WorkspaceSnapshotMs int64  `protobuf:"varint,9,opt,name=workspace_snapshot_ms,json=workspaceSnapshotMs,proto3" json:"workspace_snapshot_ms,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CommitCheckpointRequest) Reset() {
@@ -1103,6 +1122,13 @@ func (x *CommitCheckpointRequest) GetWorkspaceBytes() uint64 {
 func (x *CommitCheckpointRequest) GetWorkspaceChunks() uint32 {
 	if x != nil {
 		return x.WorkspaceChunks
+	}
+	return 0
+}
+
+func (x *CommitCheckpointRequest) GetWorkspaceSnapshotMs() int64 {
+	if x != nil {
+		return x.WorkspaceSnapshotMs
 	}
 	return 0
 }
@@ -1332,11 +1358,13 @@ func (*CommitCheckpointResponse) Descriptor() ([]byte, []int) {
 }
 
 type CommitRestoreRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	MoveId        string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
-	NewEpoch      uint64                 `protobuf:"varint,3,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
-	Digest        string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	MoveId    string                 `protobuf:"bytes,2,opt,name=move_id,json=moveId,proto3" json:"move_id,omitempty"`
+	NewEpoch  uint64                 `protobuf:"varint,3,opt,name=new_epoch,json=newEpoch,proto3" json:"new_epoch,omitempty"`
+	Digest    string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// What restoring the workspace cost (absent: none carried).
+	Transfer      *WorkspaceTransfer `protobuf:"bytes,5,opt,name=transfer,proto3" json:"transfer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1399,6 +1427,100 @@ func (x *CommitRestoreRequest) GetDigest() string {
 	return ""
 }
 
+func (x *CommitRestoreRequest) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
+// WorkspaceTransfer is what a move's destination did to restore the
+// workspace: bytes and chunks fetched from the source and already held,
+// the fetch's and the whole restore's duration.
+type WorkspaceTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BytesSent     uint64                 `protobuf:"varint,1,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
+	BytesPresent  uint64                 `protobuf:"varint,2,opt,name=bytes_present,json=bytesPresent,proto3" json:"bytes_present,omitempty"`
+	ChunksSent    uint32                 `protobuf:"varint,3,opt,name=chunks_sent,json=chunksSent,proto3" json:"chunks_sent,omitempty"`
+	ChunksPresent uint32                 `protobuf:"varint,4,opt,name=chunks_present,json=chunksPresent,proto3" json:"chunks_present,omitempty"`
+	FetchMs       int64                  `protobuf:"varint,5,opt,name=fetch_ms,json=fetchMs,proto3" json:"fetch_ms,omitempty"`
+	RestoreMs     int64                  `protobuf:"varint,6,opt,name=restore_ms,json=restoreMs,proto3" json:"restore_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceTransfer) Reset() {
+	*x = WorkspaceTransfer{}
+	mi := &file_fak_v1_move_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceTransfer) ProtoMessage() {}
+
+func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceTransfer.ProtoReflect.Descriptor instead.
+func (*WorkspaceTransfer) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WorkspaceTransfer) GetBytesSent() uint64 {
+	if x != nil {
+		return x.BytesSent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetBytesPresent() uint64 {
+	if x != nil {
+		return x.BytesPresent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetChunksSent() uint32 {
+	if x != nil {
+		return x.ChunksSent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetChunksPresent() uint32 {
+	if x != nil {
+		return x.ChunksPresent
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetFetchMs() int64 {
+	if x != nil {
+		return x.FetchMs
+	}
+	return 0
+}
+
+func (x *WorkspaceTransfer) GetRestoreMs() int64 {
+	if x != nil {
+		return x.RestoreMs
+	}
+	return 0
+}
+
 type CommitRestoreResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1407,7 +1529,7 @@ type CommitRestoreResponse struct {
 
 func (x *CommitRestoreResponse) Reset() {
 	*x = CommitRestoreResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[21]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1541,7 @@ func (x *CommitRestoreResponse) String() string {
 func (*CommitRestoreResponse) ProtoMessage() {}
 
 func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[21]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1554,7 @@ func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreResponse.ProtoReflect.Descriptor instead.
 func (*CommitRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{21}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{22}
 }
 
 type FailMoveRequest struct {
@@ -1447,7 +1569,7 @@ type FailMoveRequest struct {
 
 func (x *FailMoveRequest) Reset() {
 	*x = FailMoveRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[22]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1581,7 @@ func (x *FailMoveRequest) String() string {
 func (*FailMoveRequest) ProtoMessage() {}
 
 func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[22]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1594,7 @@ func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveRequest.ProtoReflect.Descriptor instead.
 func (*FailMoveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{22}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FailMoveRequest) GetSessionId() string {
@@ -1511,7 +1633,7 @@ type FailMoveResponse struct {
 
 func (x *FailMoveResponse) Reset() {
 	*x = FailMoveResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[23]
+	mi := &file_fak_v1_move_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1645,7 @@ func (x *FailMoveResponse) String() string {
 func (*FailMoveResponse) ProtoMessage() {}
 
 func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[23]
+	mi := &file_fak_v1_move_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,14 +1658,14 @@ func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveResponse.ProtoReflect.Descriptor instead.
 func (*FailMoveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{24}
 }
 
 var File_fak_v1_move_proto protoreflect.FileDescriptor
 
 const file_fak_v1_move_proto_rawDesc = "" +
 	"\n" +
-	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd2\x05\n" +
+	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd0\x06\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x1d\n" +
 	"\n" +
@@ -1568,7 +1690,9 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x12accept_degradation\x18\x12 \x01(\bR\x11acceptDegradation\x12)\n" +
 	"\x10workspace_digest\x18\x13 \x01(\tR\x0fworkspaceDigest\x12'\n" +
 	"\x0fworkspace_bytes\x18\x14 \x01(\x04R\x0eworkspaceBytes\x12)\n" +
-	"\x10workspace_chunks\x18\x15 \x01(\rR\x0fworkspaceChunks\"\xe7\x02\n" +
+	"\x10workspace_chunks\x18\x15 \x01(\rR\x0fworkspaceChunks\x122\n" +
+	"\x15workspace_snapshot_ms\x18\x16 \x01(\x03R\x13workspaceSnapshotMs\x12H\n" +
+	"\x12workspace_transfer\x18\x17 \x01(\v2\x19.fak.v1.WorkspaceTransferR\x11workspaceTransfer\"\xe7\x02\n" +
 	"\x12MoveSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1624,7 +1748,7 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0eBlockedSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
-	"\brefusals\x18\x02 \x01(\tR\brefusals\"\xb2\x02\n" +
+	"\brefusals\x18\x02 \x01(\tR\brefusals\"\xe6\x02\n" +
 	"\x17CommitCheckpointRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1634,7 +1758,8 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x06digest\x18\x05 \x01(\tR\x06digest\x12)\n" +
 	"\x10workspace_digest\x18\x06 \x01(\tR\x0fworkspaceDigest\x12'\n" +
 	"\x0fworkspace_bytes\x18\a \x01(\x04R\x0eworkspaceBytes\x12)\n" +
-	"\x10workspace_chunks\x18\b \x01(\rR\x0fworkspaceChunks\"5\n" +
+	"\x10workspace_chunks\x18\b \x01(\rR\x0fworkspaceChunks\x122\n" +
+	"\x15workspace_snapshot_ms\x18\t \x01(\x03R\x13workspaceSnapshotMs\"5\n" +
 	"\x1bGetWorkspaceManifestRequest\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\":\n" +
 	"\x1cGetWorkspaceManifestResponse\x12\x1a\n" +
@@ -1644,13 +1769,24 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x1cFetchWorkspaceChunksResponse\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"\x1a\n" +
-	"\x18CommitCheckpointResponse\"\x83\x01\n" +
+	"\x18CommitCheckpointResponse\"\xba\x01\n" +
 	"\x14CommitRestoreRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x1b\n" +
 	"\tnew_epoch\x18\x03 \x01(\x04R\bnewEpoch\x12\x16\n" +
-	"\x06digest\x18\x04 \x01(\tR\x06digest\"\x17\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x125\n" +
+	"\btransfer\x18\x05 \x01(\v2\x19.fak.v1.WorkspaceTransferR\btransfer\"\xd9\x01\n" +
+	"\x11WorkspaceTransfer\x12\x1d\n" +
+	"\n" +
+	"bytes_sent\x18\x01 \x01(\x04R\tbytesSent\x12#\n" +
+	"\rbytes_present\x18\x02 \x01(\x04R\fbytesPresent\x12\x1f\n" +
+	"\vchunks_sent\x18\x03 \x01(\rR\n" +
+	"chunksSent\x12%\n" +
+	"\x0echunks_present\x18\x04 \x01(\rR\rchunksPresent\x12\x19\n" +
+	"\bfetch_ms\x18\x05 \x01(\x03R\afetchMs\x12\x1d\n" +
+	"\n" +
+	"restore_ms\x18\x06 \x01(\x03R\trestoreMs\"\x17\n" +
 	"\x15CommitRestoreResponse\"y\n" +
 	"\x0fFailMoveRequest\x12\x1d\n" +
 	"\n" +
@@ -1672,7 +1808,7 @@ func file_fak_v1_move_proto_rawDescGZIP() []byte {
 	return file_fak_v1_move_proto_rawDescData
 }
 
-var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fak_v1_move_proto_goTypes = []any{
 	(*Move)(nil),                         // 0: fak.v1.Move
 	(*MoveSessionRequest)(nil),           // 1: fak.v1.MoveSessionRequest
@@ -1695,25 +1831,28 @@ var file_fak_v1_move_proto_goTypes = []any{
 	(*FetchWorkspaceChunksResponse)(nil), // 18: fak.v1.FetchWorkspaceChunksResponse
 	(*CommitCheckpointResponse)(nil),     // 19: fak.v1.CommitCheckpointResponse
 	(*CommitRestoreRequest)(nil),         // 20: fak.v1.CommitRestoreRequest
-	(*CommitRestoreResponse)(nil),        // 21: fak.v1.CommitRestoreResponse
-	(*FailMoveRequest)(nil),              // 22: fak.v1.FailMoveRequest
-	(*FailMoveResponse)(nil),             // 23: fak.v1.FailMoveResponse
-	(*Placement)(nil),                    // 24: fak.v1.Placement
+	(*WorkspaceTransfer)(nil),            // 21: fak.v1.WorkspaceTransfer
+	(*CommitRestoreResponse)(nil),        // 22: fak.v1.CommitRestoreResponse
+	(*FailMoveRequest)(nil),              // 23: fak.v1.FailMoveRequest
+	(*FailMoveResponse)(nil),             // 24: fak.v1.FailMoveResponse
+	(*Placement)(nil),                    // 25: fak.v1.Placement
 }
 var file_fak_v1_move_proto_depIdxs = []int32{
-	24, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
-	24, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
-	0,  // 2: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
-	0,  // 3: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
-	5,  // 4: fak.v1.Node.labels:type_name -> fak.v1.Label
-	6,  // 5: fak.v1.ListNodesResponse.nodes:type_name -> fak.v1.Node
-	6,  // 6: fak.v1.DrainNodeResponse.node:type_name -> fak.v1.Node
-	13, // 7: fak.v1.DrainStatusResponse.blocked:type_name -> fak.v1.BlockedSession
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	25, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
+	25, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
+	21, // 2: fak.v1.Move.workspace_transfer:type_name -> fak.v1.WorkspaceTransfer
+	0,  // 3: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
+	0,  // 4: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
+	5,  // 5: fak.v1.Node.labels:type_name -> fak.v1.Label
+	6,  // 6: fak.v1.ListNodesResponse.nodes:type_name -> fak.v1.Node
+	6,  // 7: fak.v1.DrainNodeResponse.node:type_name -> fak.v1.Node
+	13, // 8: fak.v1.DrainStatusResponse.blocked:type_name -> fak.v1.BlockedSession
+	21, // 9: fak.v1.CommitRestoreRequest.transfer:type_name -> fak.v1.WorkspaceTransfer
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_move_proto_init() }
@@ -1728,7 +1867,7 @@ func file_fak_v1_move_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_move_proto_rawDesc), len(file_fak_v1_move_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
