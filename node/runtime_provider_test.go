@@ -20,7 +20,9 @@ import (
 // The provider CLIs as session runtimes on a three-node fleet, each run by
 // the fake executable of node/runner/provider/testdata/bin (first on PATH,
 // as a real install would be): the first turn binds the provider's thread
-// on the session, a move to another node resumes the same thread there,
+// on the session, a move to another node resumes the same thread there
+// from the transcript the workspace carried (Claude's under the new
+// path's project key),
 // and a fresh rotates it (the next turn starts a new one). Codex decides
 // approvals by its sandbox: the capability set does not offer them.
 func TestProviderRuntimes(t *testing.T) {
@@ -32,9 +34,15 @@ func TestProviderRuntimes(t *testing.T) {
 	off := false
 	c := moveFleet(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
 		cfg.Runtimes = append(cfg.Runtimes,
-			node.RuntimeConfig{Name: "claude", Adapter: node.AdapterClaude, Policy: "acceptEdits", Gateway: &off},
-			node.RuntimeConfig{Name: "codex", Adapter: node.AdapterCodex, Policy: "workspace-write", Gateway: &off},
-			node.RuntimeConfig{Name: "gemini", Adapter: node.AdapterGemini, Gateway: &off},
+			// --fake-transcripts: the fakes keep each thread's transcript
+			// where the real CLI does, and resume only one they find: the
+			// transcript must move with the workspace.
+			node.RuntimeConfig{Name: "claude", Adapter: node.AdapterClaude, Policy: "acceptEdits", Gateway: &off,
+				Command: []string{"claude", "--fake-transcripts"}},
+			node.RuntimeConfig{Name: "codex", Adapter: node.AdapterCodex, Policy: "workspace-write", Gateway: &off,
+				Command: []string{"codex", "--fake-transcripts"}},
+			node.RuntimeConfig{Name: "gemini", Adapter: node.AdapterGemini, Gateway: &off,
+				Command: []string{"gemini", "--fake-transcripts"}},
 		)
 	}})
 	n1 := c.Node("n1")

@@ -116,6 +116,11 @@ func (rt *runtime) attempt(ctx, tctx context.Context, t runner.Turn, p plan) (ru
 	if err != nil {
 		return runner.TurnResult{}, nil, err
 	}
+	if p.resume != "" && rt.o.Kind == ProviderClaude {
+		if dir, err := rt.stateDir(); err == nil {
+			relocateClaudeThread(dir, rt.ep.Workspace, p.resume)
+		}
+	}
 	// Deferred first, so it runs last: the group is dead before the
 	// output left is journaled.
 	out := runner.NewOutput(ctx, t)
@@ -145,8 +150,11 @@ func (rt *runtime) attempt(ctx, tctx context.Context, t runner.Turn, p plan) (ru
 func (rt *runtime) spec(in *fsmpb.Event, inv invocation) proc.Spec {
 	var env []string
 	if _, ok := os.LookupEnv("HOME"); !ok {
-		// The CLIs keep their threads and settings under HOME.
 		env = append(env, "HOME="+rt.ep.Workspace)
+	}
+	if dir, err := rt.stateDir(); err == nil {
+		// The CLI's threads live in the workspace and move with it.
+		env = append(env, stateVar[rt.o.Kind]+"="+dir)
 	}
 	for _, kv := range rt.o.Env {
 		if k, _, _ := strings.Cut(kv, "="); !containsKey(inv.drop, k) {
