@@ -325,7 +325,7 @@ func candidates(views map[string]nodeView, recs []*fsmpb.NodeRecord, load map[st
 }
 
 func (mv *mover) request(s *fsmpb.Session) placement.Request {
-	req := placement.Request{Session: s}
+	req := placement.Request{Session: s, ContextTokens: func() uint64 { return mv.contextTokens(s) }}
 	if m := s.Move; fsm.MoveOpen(m) {
 		req.Target, req.AcceptDegradation = m.Target, m.AcceptDegradation
 	}
@@ -519,4 +519,26 @@ func truncateUTF8(s string, n int) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// contextTokens estimates the tokens of s's model context — the text of
+// its inputs and outputs since the last reset — at four bytes a token:
+// what a new provider conversation is rebuilt from after a move loses the
+// old one.
+func (mv *mover) contextTokens(s *fsmpb.Session) uint64 {
+	var bytes uint64
+	from := s.ResetSeq + 1
+	for {
+		evs, _, err := mv.n.fsm.Events(s.SessionId, from, 1000)
+		if err != nil || len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.Kind == fsm.KindInput || ev.Kind == fsm.KindOutput {
+				bytes += uint64(len(ev.Text))
+			}
+		}
+		from = evs[len(evs)-1].Seq + 1
+	}
+	return (bytes + 3) / 4
 }

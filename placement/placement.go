@@ -27,9 +27,14 @@ type Request struct {
 	Target *fsmpb.Placement
 	// RequiredLabels the destination must carry (policy constraints).
 	RequiredLabels map[string]string
-	// AcceptDegradation admits a destination that changes the model or
-	// provider (the degradation is disclosed either way).
+	// AcceptDegradation admits a destination that changes the model,
+	// provider, account or provider runtime (the degradation is disclosed
+	// either way).
 	AcceptDegradation bool
+	// ContextTokens estimates the context a new provider conversation is
+	// rebuilt from (the journal since the last reset), asked only when a
+	// move loses the provider's; nil: not said.
+	ContextTokens func() uint64
 }
 
 // Check is one admission check and its outcome.
@@ -136,13 +141,7 @@ func Admit(req Request, c Candidate) Decision {
 	} else {
 		add("labels", true, "")
 	}
-	cur := req.Session.GetPlacement()
-	if p.Model != cur.GetModel() {
-		d.Degradation = append(d.Degradation, fmt.Sprintf("model %q → %q: tools and context size may differ; the provider cache starts cold", cur.GetModel(), p.Model))
-	}
-	if p.Provider != cur.GetProvider() {
-		d.Degradation = append(d.Degradation, fmt.Sprintf("provider %q → %q: a new provider conversation; the cache starts cold", cur.GetProvider(), p.Provider))
-	}
+	d.Degradation = degradation(req, p)
 	add("degradation", len(d.Degradation) == 0 || req.AcceptDegradation, "the move degrades the session; accept it explicitly")
 	return d
 }
@@ -227,4 +226,31 @@ func missingLabels(rec *fsmpb.NodeRecord, want map[string]string) []string {
 	}
 	slices.Sort(missing)
 	return missing
+}
+
+// degradation discloses what moving the session to placement p loses
+// (DESIGN.md §8): a different model, provider or account starts the
+// provider's cache cold; a different provider runtime cannot continue the
+// provider thread the session holds. Where the provider's conversation is
+// lost it says how much context is rebuilt from the journal.
+func degradation(req Request, p *fsmpb.Placement) []string {
+	s, cur := req.Session, req.Session.GetPlacement()
+	var out []string
+	if p.Model != cur.GetModel() {
+		out = append(out, fmt.Sprintf("model %q → %q: tools and context size may differ; the provider cache starts cold", cur.GetModel(), p.Model))
+	}
+	if p.Provider != cur.GetProvider() {
+		out = append(out, fmt.Sprintf("provider %q → %q: a new provider conversation; the cache starts cold", cur.GetProvider(), p.Provider))
+	}
+	if p.AccountRef != cur.GetAccountRef() {
+		out = append(out, fmt.Sprintf("account %q → %q: the provider cache starts cold", cur.GetAccountRef(), p.AccountRef))
+	}
+	threadLost := s.GetProviderThread() && p.RuntimeAdapter != cur.GetRuntimeAdapter()
+	if threadLost {
+		out = append(out, fmt.Sprintf("runtime %q → %q: %s thread %s cannot follow", cur.GetRuntimeAdapter(), p.RuntimeAdapter, s.GetProvider(), s.GetProviderSessionId()))
+	}
+	if len(out) > 0 && req.ContextTokens != nil && (threadLost || p.Provider != cur.GetProvider() || p.Model != cur.GetModel()) {
+		out = append(out, fmt.Sprintf("cold cache; context rebuilt from the journal (~%d tokens)", req.ContextTokens()))
+	}
+	return out
 }

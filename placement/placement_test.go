@@ -82,7 +82,7 @@ func TestAdmitRefusals(t *testing.T) {
 		{"account ref unresolvable", func(_ *Request, c *Candidate) { c.Record.AccountRefs = []string{"acct-b"} },
 			`n2 refused: account_ref: cannot resolve account ref "acct-a"`},
 		{"target account ref", func(r *Request, _ *Candidate) { r.Target = &fsmpb.Placement{AccountRef: "acct-z"} },
-			`n2 refused: account_ref: cannot resolve account ref "acct-z"`},
+			`n2 refused: account_ref: cannot resolve account ref "acct-z"; degradation: the move degrades the session; accept it explicitly`},
 		{"no account ref needed", func(r *Request, c *Candidate) { r.Session.Placement.AccountRef = ""; c.Record.AccountRefs = nil }, ""},
 		{"spend exhausted", func(r *Request, _ *Candidate) {
 			r.Envelope = envelope(&fsmpb.Budget{SpendMicros: 1000}, &fsmpb.Budget{SpendMicros: 1000})
@@ -275,5 +275,25 @@ func TestRefusalsJoinsEveryDecision(t *testing.T) {
 	got := Refusals("", []Decision{a, b})
 	if want := "n2 refused: alive: gossip says dead | n3 refused: capacity: hosts 10 of 10 sessions"; got != want {
 		t.Fatalf("Refusals = %q, want %q", got, want)
+	}
+}
+
+// What a move loses is disclosed before it commits: a provider thread a
+// new runtime cannot follow, an account's cold cache, and how much context
+// a new conversation is rebuilt from.
+func TestDegradationDisclosesTheLostThread(t *testing.T) {
+	s := session()
+	s.Placement.RuntimeAdapter, s.Provider, s.ProviderSessionId, s.ProviderThread = "claude", "claude", "t-1", true
+	req := Request{Session: s, Target: &fsmpb.Placement{RuntimeAdapter: "codex"}, ContextTokens: func() uint64 { return 1234 }}
+	c := alive("n2", 3)
+	c.Record.RuntimeAdapters = append(c.Record.RuntimeAdapters, "codex")
+	d := Admit(req, c)
+	want := []string{`runtime "claude" → "codex": claude thread t-1 cannot follow`, "cold cache; context rebuilt from the journal (~1234 tokens)"}
+	if !slices.Equal(d.Degradation, want) || d.Admitted() {
+		t.Fatalf("degradation %q (admitted %v), want %q and not admitted without acceptance", d.Degradation, d.Admitted(), want)
+	}
+	req.AcceptDegradation = true
+	if d := Admit(req, c); !d.Admitted() {
+		t.Fatalf("accepted: %s", d.Refusal())
 	}
 }

@@ -222,8 +222,9 @@ var commands = []*command{
 			"address of the journal, DESTINATION_ADMITTED (the checks the destination passed), RESTORED as a new epoch on the " +
 			"destination, CUTOVER_COMMITTED. The session, its journal and its attachments stay; clients follow the new epoch.\n\n" +
 			"  Exits 0 on CUTOVER_COMMITTED and 1 on MOVE_FAILED or MOVE_UNSAFE, with the reason (a refused destination names every " +
-			"failed check); the source epoch stays in charge. No safe point within --safe-point-timeout is MOVE_UNSAFE. A model or " +
-			"provider change is refused unless --accept-degradation. One move at a time: a second is refused with BUSY. " +
+			"failed check); the source epoch stays in charge. No safe point within --safe-point-timeout is MOVE_UNSAFE. A model, " +
+			"provider or account change, or a runtime change that loses the session's provider thread, is refused unless " +
+			"--accept-degradation; the refusal says what would be lost. The session's workspace moves with it. One move at a time: a second is refused with BUSY. " +
 			"--interrupt induces the safe point: the turn in flight is closed as interrupted by the move in the entry that opens it, " +
 			"instead of the move waiting for the turn to finish. A session bound by fak guard (its agent runs on the user's machine) " +
 			"cannot be moved: EXTERNAL_RUNTIME. With -o json it prints the final move.",
