@@ -163,6 +163,8 @@ func Start(cfg Config) (*Node, error) {
 	go func() { defer n.bg.Done(); n.reapLoop(bgCtx) }()
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); mv.run(bgCtx) }()
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.sweepWorkspaceStore(bgCtx, store) }()
 	go n.retryJoin()
 	logger.Info("node started", "api", apiAddr, "raft", c.RaftAddr(), "gossip", c.GossipAddr())
 	return n, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/workspace"
 )
 
 // peerWorkspaces reaches other nodes' workspace stores for the runner: a
@@ -93,4 +95,30 @@ func (s peerSource) Chunks(ctx context.Context, hashes []string, put func(hash s
 		return classify(err)
 	}
 	return ctx.Err()
+}
+
+// Workspace snapshots a node keeps: every checkpoint re-stores the chunks
+// of the tree it takes, and a restore stores what it fetched, so what has
+// not been written for storeRetention belongs to no move in progress. It
+// stays that long so a session moving back finds its chunks here.
+const (
+	storeRetention = 24 * time.Hour
+	storeSweep     = time.Hour
+)
+
+// sweepWorkspaceStore removes what the store has not written for
+// storeRetention, every storeSweep, until ctx ends.
+func (n *Node) sweepWorkspaceStore(ctx context.Context, store *workspace.Store) {
+	t := time.NewTicker(storeSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := store.Remove(storeRetention); err != nil {
+				n.logger.Warn("sweeping the workspace store", "error", err)
+			}
+		}
+	}
 }
