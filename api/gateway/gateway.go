@@ -57,9 +57,10 @@ type Call struct {
 type Admission struct {
 	SessionID string // "" when charged through LaunchID
 	LaunchID  string
-	// Prepaid: admission already charged the call's query (it was
-	// refused by a replica that had not seen a raised limit... or any
-	// admission that had to ask the cluster).
+	// Prepaid: admission already charged the call's query. It does when
+	// the local replica found the envelope used up and the cluster, asked,
+	// charged the query instead of refusing it (the replica was behind a
+	// raised limit); the final charge then leaves the query out.
 	Prepaid bool
 }
 
