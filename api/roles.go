@@ -75,6 +75,8 @@ var procedureRoles = map[string]fakv1.Role{
 	// Node to node: a workspace holds an agent's files.
 	fakv1connect.RunnerServiceGetWorkspaceManifestProcedure: RoleOperator,
 	fakv1connect.RunnerServiceFetchWorkspaceChunksProcedure: RoleOperator,
+	fakv1connect.RunnerServiceCopyWorkspaceProcedure:        RoleOperator,
+	fakv1connect.RunnerServiceRecordWorkspaceCopyProcedure:  RoleOperator,
 
 	fakv1connect.OperatorServiceSnapshotSaveProcedure:       RoleOperator,
 	fakv1connect.OperatorServiceSnapshotRestoreProcedure:    RoleOperator,

@@ -3,11 +3,13 @@ package api
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
 // WorkspaceStore is what a node serves of the workspace snapshots its
@@ -63,4 +65,43 @@ func (h *runnerHandler) FetchWorkspaceChunks(ctx context.Context, req *connect.R
 		}
 	}
 	return nil
+}
+
+// CopyWorkspace makes this node hold a copy of a session's workspace,
+// read from its host's store: a recovery restores from it.
+func (h *runnerHandler) CopyWorkspace(ctx context.Context, req *connect.Request[fakv1.CopyWorkspaceRequest]) (*connect.Response[fakv1.CopyWorkspaceResponse], error) {
+	m := req.Msg
+	if h.s.cfg.CopyWorkspace == nil {
+		return nil, toConnectError(&fsm.Error{Reason: fsm.ReasonNotFound, Message: "node " + h.s.cfg.NodeName + " keeps no workspace copies"})
+	}
+	if m.SessionId == "" || m.Digest == "" || len(m.Digest) > fsm.MaxWorkspaceDigestBytes || m.FromNode == "" {
+		return nil, invalidArgument("session_id, digest (at most %d bytes) and from_node are required", fsm.MaxWorkspaceDigestBytes)
+	}
+	sent, present, err := h.s.cfg.CopyWorkspace(ctx, m.SessionId, m.Digest, m.FromNode)
+	if err != nil {
+		return nil, toConnectError(err)
+	}
+	return connect.NewResponse(&fakv1.CopyWorkspaceResponse{BytesSent: sent, BytesPresent: present}), nil
+}
+
+// RecordWorkspaceCopy records, fenced by the host's epoch, that a node
+// holds a copy of the session's workspace.
+func (h *runnerHandler) RecordWorkspaceCopy(ctx context.Context, req *connect.Request[fakv1.RecordWorkspaceCopyRequest]) (*connect.Response[fakv1.RecordWorkspaceCopyResponse], error) {
+	m := req.Msg
+	if m.SessionId == "" || m.Epoch == 0 || m.Node == "" || m.Digest == "" {
+		return nil, invalidArgument("session_id, epoch, node and digest are required")
+	}
+	id := moveStepID("workspace-copy", m.SessionId, strconv.FormatUint(m.Epoch, 10), m.Node, m.Digest, strconv.FormatUint(m.AfterInput, 10))
+	return write(ctx, h.s, req, m.SessionId,
+		func() *fsmpb.Command {
+			return &fsmpb.Command{RequestId: id, Body: &fsmpb.Command_RecordWorkspaceCopy{RecordWorkspaceCopy: &fsmpb.RecordWorkspaceCopy{
+				SessionId: m.SessionId, Epoch: m.Epoch, Copy: &fsmpb.WorkspaceCopy{
+					Workspace: &fsmpb.Workspace{Digest: m.Digest, Bytes: m.Bytes, Chunks: m.Chunks},
+					Node:      m.Node, AfterInput: m.AfterInput, TurnsCompleted: m.TurnsCompleted,
+				}}}}
+		},
+		func(*fsmpb.Result) *fakv1.RecordWorkspaceCopyResponse { return &fakv1.RecordWorkspaceCopyResponse{} },
+		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.RecordWorkspaceCopyRequest]) (*connect.Response[fakv1.RecordWorkspaceCopyResponse], error) {
+			return p.runner.RecordWorkspaceCopy(ctx, r)
+		})
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// Workspaces serves the workspace snapshots this node's store holds to
 	// other nodes (a move's destination); nil serves none (NOT_FOUND).
 	Workspaces WorkspaceStore
+	// CopyWorkspace makes this node hold a copy of a session's workspace
+	// snapshot, read from the node that holds it (nil: refused).
+	CopyWorkspace func(ctx context.Context, sessionID, digest, from string) (sent, present uint64, err error)
 	// Gateway configures the metering gateway served at /gateway/ (nil:
 	// served with no account: every call is refused NO_ACCOUNT).
 	Gateway *GatewayConfig

@@ -199,6 +199,10 @@ type moveFact struct {
 	Interrupt     bool           `json:"interrupt,omitempty"` // move.requested: the turn in flight is interrupted
 	Workspace     *workspaceFact `json:"workspace,omitempty"` // move.checkpointed: the workspace carried
 	Transfer      *transferFact  `json:"transfer,omitempty"`  // move.restored: what restoring it cost
+	// move.checkpointed of a recovery: the node whose copy it restores,
+	// or that none survives (the session starts with an empty workspace).
+	WorkspaceFrom  string `json:"workspace_from,omitempty"`
+	WorkspaceReset bool   `json:"workspace_reset,omitempty"`
 }
 
 // workspaceFact is a workspace snapshot a checkpoint carries.

@@ -212,6 +212,13 @@ func (a *applier) moveCheckpoint(c *fsmpb.Command, cmd *fsmpb.MoveCheckpoint) (*
 			text += ", workspace " + uitoa(w.Bytes) + " bytes in " + uitoa(uint64(w.Chunks)) + " chunks"
 		}
 	}
+	if m.Cause == MoveCauseRecovery && m.Workspace == nil {
+		text += recoveryWorkspace(s, m)
+		if m.Workspace != nil {
+			f.Workspace = &workspaceFact{Digest: m.Workspace.Digest, Bytes: m.Workspace.Bytes, Chunks: m.Workspace.Chunks}
+		}
+		f.WorkspaceFrom, f.WorkspaceReset = m.WorkspaceFrom, m.WorkspaceReset
+	}
 	a.transition(c, s, MoveCheckpointed, KindMoveCheckpointed, text, f)
 	return moveResult(s), nil
 }
@@ -286,6 +293,12 @@ func (a *applier) moveCutover(c *fsmpb.Command, cmd *fsmpb.MoveCutover) (*fsmpb.
 	a.unstrandAtCutover(c, s)
 	s.Epoch = m.NewEpoch
 	s.Placement = proto.Clone(m.Admitted).(*fsmpb.Placement)
+	if w := m.Workspace; w != nil && m.WorkspaceFrom == "" {
+		// The source holds the workspace it sent: the session's copy
+		// until the new host ships one of its own.
+		s.WorkspaceCopy = &fsmpb.WorkspaceCopy{Workspace: proto.Clone(w).(*fsmpb.Workspace), Node: m.SourceNode,
+			Epoch: m.NewEpoch, AfterInput: m.CheckpointSeq, TurnsCompleted: s.TurnsCompleted}
+	}
 	if p := s.Placement.Provider; !s.ProviderThread || p != "" && p != s.Provider {
 		// A runtime's provider thread moves with the session (the next
 		// turn resumes it on the destination); another provider starts

@@ -100,6 +100,14 @@ func fullLog(t *testing.T) (log []*raft.Log, want [][]*fsmpb.Result, gen *harnes
 	ok(attachCmd("w", "a3", "hook", "h", 2*sec), detach("w", "a2", ""), detach("w", "a2", ""))
 	ok(later(3*sec, detach("w", "a3", DetachExpired)), detach("w", "a1", DetachExpired)) // a1 lives: a no-op
 
+	// A workspace copy, fenced by the host's epoch.
+	wsCopy := func(id string, epoch uint64) *fsmpb.Command {
+		return &fsmpb.Command{Body: &fsmpb.Command_RecordWorkspaceCopy{RecordWorkspaceCopy: &fsmpb.RecordWorkspaceCopy{
+			SessionId: id, Epoch: epoch, Copy: &fsmpb.WorkspaceCopy{Workspace: &fsmpb.Workspace{Digest: "sha256:c", Bytes: 3}, Node: "n2", AfterInput: 3}}}}
+	}
+	ok(wsCopy("w", 1))
+	no(ReasonStaleEpoch, wsCopy("w", 9))
+
 	// Interrupts: by the lease holder, then by a move that induces its
 	// safe point.
 	ok(createOn("i", "n1"), attachT("i", "a1"), attachT("i", "a2"), takeLease("i", "a1", false, MaxTTL))

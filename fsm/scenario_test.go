@@ -46,6 +46,7 @@ import (
 //	move-admit S M [node=N] [degradation=(...)]
 //	move-restore S M [epoch=N] [digest=bad]    move-cutover S M
 //	move-fail S M [unsafe]          input: the reason
+//	workspace-copy S node=N digest=D as-of=SEQ [bytes=B] [epoch=E]   a host's post-turn copy
 //	journal S [from=N] [data]       session S       envelope S
 //	caps S [A] [role=operator]      the capability set as attachment A (none: an
 //	                                observer) with a token of role sees it
@@ -251,6 +252,11 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		c = moveRestore(pos(0), pos(1), num("epoch", NextEpoch(s)), sc.digest(s, s.Move.GetCheckpointSeq(), val("digest", "")))
 	case "move-cutover":
 		c = moveCutover(pos(0), pos(1))
+	case "workspace-copy":
+		c = &fsmpb.Command{Body: &fsmpb.Command_RecordWorkspaceCopy{RecordWorkspaceCopy: &fsmpb.RecordWorkspaceCopy{
+			SessionId: pos(0), Epoch: num("epoch", cur().Epoch), Copy: &fsmpb.WorkspaceCopy{
+				Workspace: &fsmpb.Workspace{Digest: val("digest", ""), Bytes: num("bytes", 0)},
+				Node:      val("node", ""), AfterInput: num("as-of", 0), TurnsCompleted: cur().TurnsCompleted}}}}
 	case "move-fail":
 		c = moveFail(pos(0), pos(1), td.Input, td.HasArg("unsafe"))
 	default:
@@ -479,5 +485,8 @@ func (sc *scenario) session(s *fsmpb.Session) string {
 	add(len(m.GetDegradation()) > 0, "move degradation: %v", m.GetDegradation())
 	add(s.MovesCompleted > 0, "moves completed: %d", s.MovesCompleted)
 	add(s.Stranded, "stranded on %s", s.StrandedNode)
+	if cp := s.WorkspaceCopy; cp != nil {
+		add(true, "workspace copy: %s on %s as of #%d (epoch %d)", cp.Workspace.GetDigest(), cp.Node, cp.AfterInput, cp.Epoch)
+	}
 	return sc.names(strings.Join(out, "\n"))
 }

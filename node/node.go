@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,13 +28,15 @@ const (
 
 // Node is one running fak server.
 type Node struct {
-	cfg      Config
-	logger   hclog.Logger
-	fsm      *fsm.FSM
-	cluster  *cluster.Cluster
-	api      *api.Server
-	apiLn    net.Listener
-	runner   *runner.Runner
+	cfg     Config
+	logger  hclog.Logger
+	fsm     *fsm.FSM
+	cluster *cluster.Cluster
+	api     *api.Server
+	apiLn   net.Listener
+	runner  *runner.Runner
+	// copier is the runner once it exists, for the API (workspace copies).
+	copier   atomic.Pointer[runner.Runner]
 	runnerIO *apiWriter
 	metrics  *metrics
 
@@ -142,6 +145,13 @@ func Start(cfg Config) (*Node, error) {
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
 		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw, Workspaces: store,
+		CopyWorkspace: func(ctx context.Context, _, digest, from string) (uint64, uint64, error) {
+			r := n.copier.Load()
+			if r == nil {
+				return 0, 0, &fsm.Error{Reason: fsm.ReasonNotFound, Message: "node " + cfg.Name + " is starting: no workspace copies yet"}
+			}
+			return r.HoldCopy(ctx, digest, from)
+		},
 	}, c, f)
 	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
@@ -155,6 +165,7 @@ func Start(cfg Config) (*Node, error) {
 		Addr:    apiAddr,
 		Logger:  logger,
 	})
+	n.copier.Store(n.runner)
 	n.runner.Start()
 	c.SetRunnerHints(func(h cluster.RunnerHint) { n.runner.Hint(h.SessionID, h.Epoch, h.InputSeq) })
 	var bgCtx context.Context

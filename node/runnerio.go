@@ -97,6 +97,14 @@ func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID stri
 	return classify(err)
 }
 
+func (w *apiWriter) RecordWorkspaceCopy(ctx context.Context, sessionID string, epoch uint64, cp *fsmpb.WorkspaceCopy) error {
+	_, err := w.runner.RecordWorkspaceCopy(ctx, connect.NewRequest(&fakv1.RecordWorkspaceCopyRequest{
+		SessionId: sessionID, Epoch: epoch, Node: cp.Node, Digest: cp.Workspace.GetDigest(), Bytes: cp.Workspace.GetBytes(),
+		Chunks: cp.Workspace.GetChunks(), AfterInput: cp.AfterInput, TurnsCompleted: cp.TurnsCompleted,
+	}))
+	return classify(err)
+}
+
 func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
 	_, err := w.runner.CommitRestore(ctx, connect.NewRequest(&fakv1.CommitRestoreRequest{
 		SessionId: sessionID, MoveId: moveID, NewEpoch: newEpoch, Digest: digest, Transfer: api.TransferToAPI(t),

@@ -47,8 +47,9 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 
 	mv := moveSession(t, c, n1, id, "n2", 10*time.Second)
 	if m := waitMove(t, c, id, mv.MoveId, "ended", moveEnded); m.State != fsm.MoveCutoverCommitted || m.WorkspaceDigest == "" || m.WorkspaceBytes == 0 ||
-		m.WorkspaceTransfer.GetBytesSent() != m.WorkspaceBytes || m.WorkspaceTransfer.GetChunksPresent() != 0 {
-		t.Fatalf("move %+v: want cut over, carrying the workspace, every byte sent", m)
+		m.WorkspaceTransfer.GetBytesSent()+m.WorkspaceTransfer.GetBytesPresent() != m.WorkspaceBytes {
+		// (n2 may hold it all already: the post-turn copy went there.)
+		t.Fatalf("move %+v: want cut over, carrying the workspace, every byte sent or already there", m)
 	}
 	out := turn(describe(t, c, n1, id).GetEpoch(), "gamma")
 	if !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") || !strings.Contains(out, "gamma") {
@@ -66,7 +67,7 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 		if ev.Kind == fsm.KindMoveCheckpointed && strings.Contains(ev.Text, "workspace") && strings.Contains(string(ev.Data), `"workspace":{"digest":"`) {
 			checkpointed = true
 		}
-		if ev.Kind == fsm.KindMoveRestored && strings.Contains(ev.Text, "bytes sent") && strings.Contains(string(ev.Data), `"transfer":{"bytes_sent":`) {
+		if ev.Kind == fsm.KindMoveRestored && strings.Contains(ev.Text, "already there") && strings.Contains(string(ev.Data), `"transfer":{"bytes_sent":`) {
 			restored = true
 		}
 	}

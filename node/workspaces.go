@@ -79,6 +79,13 @@ func (s peerSource) Manifest(ctx context.Context, digest string) ([]byte, error)
 	return resp.Msg.Manifest, nil
 }
 
+// Copy asks the peer to hold a copy of a session's workspace snapshot,
+// read from node from.
+func (s peerSource) Copy(ctx context.Context, sessionID, digest, from string) error {
+	_, err := s.c.CopyWorkspace(ctx, connect.NewRequest(&fakv1.CopyWorkspaceRequest{SessionId: sessionID, Digest: digest, FromNode: from}))
+	return classify(err)
+}
+
 func (s peerSource) Chunks(ctx context.Context, hashes []string, put func(hash string, data []byte) error) error {
 	stream, err := s.c.FetchWorkspaceChunks(ctx, connect.NewRequest(&fakv1.FetchWorkspaceChunksRequest{Hashes: hashes}))
 	if err != nil {

@@ -118,6 +118,7 @@ type Command struct {
 	//	*Command_CreateAclToken
 	//	*Command_RevokeAclToken
 	//	*Command_InterruptTurn
+	//	*Command_RecordWorkspaceCopy
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -462,6 +463,15 @@ func (x *Command) GetInterruptTurn() *InterruptTurn {
 	return nil
 }
 
+func (x *Command) GetRecordWorkspaceCopy() *RecordWorkspaceCopy {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RecordWorkspaceCopy); ok {
+			return x.RecordWorkspaceCopy
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -594,6 +604,10 @@ type Command_InterruptTurn struct {
 	InterruptTurn *InterruptTurn `protobuf:"bytes,41,opt,name=interrupt_turn,json=interruptTurn,proto3,oneof"`
 }
 
+type Command_RecordWorkspaceCopy struct {
+	RecordWorkspaceCopy *RecordWorkspaceCopy `protobuf:"bytes,42,opt,name=record_workspace_copy,json=recordWorkspaceCopy,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -658,6 +672,152 @@ func (*Command_RevokeAclToken) isCommand_Body() {}
 
 func (*Command_InterruptTurn) isCommand_Body() {}
 
+func (*Command_RecordWorkspaceCopy) isCommand_Body() {}
+
+// RecordWorkspaceCopy notes a copy of a session's workspace that another
+// node holds, shipped by the host after a completed turn: a recovery
+// restores the workspace from it. Fenced by the host's epoch.
+type RecordWorkspaceCopy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Copy          *WorkspaceCopy         `protobuf:"bytes,3,opt,name=copy,proto3" json:"copy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordWorkspaceCopy) Reset() {
+	*x = RecordWorkspaceCopy{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordWorkspaceCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordWorkspaceCopy) ProtoMessage() {}
+
+func (x *RecordWorkspaceCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordWorkspaceCopy.ProtoReflect.Descriptor instead.
+func (*RecordWorkspaceCopy) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RecordWorkspaceCopy) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RecordWorkspaceCopy) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RecordWorkspaceCopy) GetCopy() *WorkspaceCopy {
+	if x != nil {
+		return x.Copy
+	}
+	return nil
+}
+
+// WorkspaceCopy is a workspace snapshot held by a node other than the
+// session's host.
+type WorkspaceCopy struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Workspace *Workspace             `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Node      string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Epoch     uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The journal address it is as of (the input of the last turn it
+	// includes, or a move's checkpoint), and the session's completed turns
+	// then (a recovery says how many later turns' changes it lacks).
+	AfterInput     uint64 `protobuf:"varint,4,opt,name=after_input,json=afterInput,proto3" json:"after_input,omitempty"`
+	TurnsCompleted uint64 `protobuf:"varint,5,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WorkspaceCopy) Reset() {
+	*x = WorkspaceCopy{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceCopy) ProtoMessage() {}
+
+func (x *WorkspaceCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceCopy.ProtoReflect.Descriptor instead.
+func (*WorkspaceCopy) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkspaceCopy) GetWorkspace() *Workspace {
+	if x != nil {
+		return x.Workspace
+	}
+	return nil
+}
+
+func (x *WorkspaceCopy) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *WorkspaceCopy) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetAfterInput() uint64 {
+	if x != nil {
+		return x.AfterInput
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetTurnsCompleted() uint64 {
+	if x != nil {
+		return x.TurnsCompleted
+	}
+	return 0
+}
+
 // CreateAclToken stores an API token drawn by the node that received the
 // request: only the SHA-256 of its secret enters the log.
 type CreateAclToken struct {
@@ -673,7 +833,7 @@ type CreateAclToken struct {
 
 func (x *CreateAclToken) Reset() {
 	*x = CreateAclToken{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +845,7 @@ func (x *CreateAclToken) String() string {
 func (*CreateAclToken) ProtoMessage() {}
 
 func (x *CreateAclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[1]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +858,7 @@ func (x *CreateAclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclToken.ProtoReflect.Descriptor instead.
 func (*CreateAclToken) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{1}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateAclToken) GetAccessorId() string {
@@ -740,7 +900,7 @@ type RevokeAclToken struct {
 
 func (x *RevokeAclToken) Reset() {
 	*x = RevokeAclToken{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +912,7 @@ func (x *RevokeAclToken) String() string {
 func (*RevokeAclToken) ProtoMessage() {}
 
 func (x *RevokeAclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[2]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +925,7 @@ func (x *RevokeAclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAclToken.ProtoReflect.Descriptor instead.
 func (*RevokeAclToken) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{2}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RevokeAclToken) GetAccessorId() string {
@@ -789,7 +949,7 @@ type AclToken struct {
 
 func (x *AclToken) Reset() {
 	*x = AclToken{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +961,7 @@ func (x *AclToken) String() string {
 func (*AclToken) ProtoMessage() {}
 
 func (x *AclToken) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[3]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +974,7 @@ func (x *AclToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclToken.ProtoReflect.Descriptor instead.
 func (*AclToken) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{3}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AclToken) GetAccessorId() string {
@@ -878,7 +1038,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1050,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[4]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1063,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{4}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NodeRecord) GetName() string {
@@ -1000,7 +1160,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1172,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[5]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1185,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{5}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Label) GetKey() string {
@@ -1053,7 +1213,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1225,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[6]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1238,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{6}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterNode) GetNode() *NodeRecord {
@@ -1098,7 +1258,7 @@ type SetDraining struct {
 
 func (x *SetDraining) Reset() {
 	*x = SetDraining{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1270,7 @@ func (x *SetDraining) String() string {
 func (*SetDraining) ProtoMessage() {}
 
 func (x *SetDraining) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[7]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1283,7 @@ func (x *SetDraining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDraining.ProtoReflect.Descriptor instead.
 func (*SetDraining) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{7}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetDraining) GetNode() string {
@@ -1163,7 +1323,7 @@ type RequestMove struct {
 
 func (x *RequestMove) Reset() {
 	*x = RequestMove{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1335,7 @@ func (x *RequestMove) String() string {
 func (*RequestMove) ProtoMessage() {}
 
 func (x *RequestMove) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[8]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1348,7 @@ func (x *RequestMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestMove.ProtoReflect.Descriptor instead.
 func (*RequestMove) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{8}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestMove) GetSessionId() string {
@@ -1254,7 +1414,7 @@ type MarkStranded struct {
 
 func (x *MarkStranded) Reset() {
 	*x = MarkStranded{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1426,7 @@ func (x *MarkStranded) String() string {
 func (*MarkStranded) ProtoMessage() {}
 
 func (x *MarkStranded) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[9]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1439,7 @@ func (x *MarkStranded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkStranded.ProtoReflect.Descriptor instead.
 func (*MarkStranded) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{9}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MarkStranded) GetSessionId() string {
@@ -1321,7 +1481,7 @@ type MoveCheckpoint struct {
 
 func (x *MoveCheckpoint) Reset() {
 	*x = MoveCheckpoint{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1493,7 @@ func (x *MoveCheckpoint) String() string {
 func (*MoveCheckpoint) ProtoMessage() {}
 
 func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[10]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1506,7 @@ func (x *MoveCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCheckpoint.ProtoReflect.Descriptor instead.
 func (*MoveCheckpoint) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{10}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MoveCheckpoint) GetSessionId() string {
@@ -1405,7 +1565,7 @@ type Workspace struct {
 
 func (x *Workspace) Reset() {
 	*x = Workspace{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1577,7 @@ func (x *Workspace) String() string {
 func (*Workspace) ProtoMessage() {}
 
 func (x *Workspace) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[11]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1590,7 @@ func (x *Workspace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workspace.ProtoReflect.Descriptor instead.
 func (*Workspace) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{11}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Workspace) GetDigest() string {
@@ -1475,7 +1635,7 @@ type MoveAdmit struct {
 
 func (x *MoveAdmit) Reset() {
 	*x = MoveAdmit{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1647,7 @@ func (x *MoveAdmit) String() string {
 func (*MoveAdmit) ProtoMessage() {}
 
 func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[12]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1660,7 @@ func (x *MoveAdmit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveAdmit.ProtoReflect.Descriptor instead.
 func (*MoveAdmit) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{12}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MoveAdmit) GetSessionId() string {
@@ -1554,7 +1714,7 @@ type MoveRestore struct {
 
 func (x *MoveRestore) Reset() {
 	*x = MoveRestore{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1726,7 @@ func (x *MoveRestore) String() string {
 func (*MoveRestore) ProtoMessage() {}
 
 func (x *MoveRestore) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[13]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1739,7 @@ func (x *MoveRestore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveRestore.ProtoReflect.Descriptor instead.
 func (*MoveRestore) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{13}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MoveRestore) GetSessionId() string {
@@ -1634,7 +1794,7 @@ type WorkspaceTransfer struct {
 
 func (x *WorkspaceTransfer) Reset() {
 	*x = WorkspaceTransfer{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1806,7 @@ func (x *WorkspaceTransfer) String() string {
 func (*WorkspaceTransfer) ProtoMessage() {}
 
 func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[14]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1819,7 @@ func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceTransfer.ProtoReflect.Descriptor instead.
 func (*WorkspaceTransfer) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{14}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkspaceTransfer) GetBytesSent() uint64 {
@@ -1715,7 +1875,7 @@ type MoveCutover struct {
 
 func (x *MoveCutover) Reset() {
 	*x = MoveCutover{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1887,7 @@ func (x *MoveCutover) String() string {
 func (*MoveCutover) ProtoMessage() {}
 
 func (x *MoveCutover) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[15]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1900,7 @@ func (x *MoveCutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
 func (*MoveCutover) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{15}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MoveCutover) GetSessionId() string {
@@ -1771,7 +1931,7 @@ type MoveFail struct {
 
 func (x *MoveFail) Reset() {
 	*x = MoveFail{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1943,7 @@ func (x *MoveFail) String() string {
 func (*MoveFail) ProtoMessage() {}
 
 func (x *MoveFail) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1956,7 @@ func (x *MoveFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
 func (*MoveFail) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MoveFail) GetSessionId() string {
@@ -1852,15 +2012,21 @@ type Move struct {
 	Checks                []string   `protobuf:"bytes,18,rep,name=checks,proto3" json:"checks,omitempty"`
 	// The workspace the checkpoint carries (empty digest: none), and what
 	// restoring it on the destination cost.
-	Workspace     *Workspace         `protobuf:"bytes,19,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	Transfer      *WorkspaceTransfer `protobuf:"bytes,20,opt,name=transfer,proto3" json:"transfer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Workspace *Workspace         `protobuf:"bytes,19,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Transfer  *WorkspaceTransfer `protobuf:"bytes,20,opt,name=transfer,proto3" json:"transfer,omitempty"`
+	// Where the destination reads the workspace from ("": the source);
+	// a recovery's is the node holding the session's copy.
+	WorkspaceFrom string `protobuf:"bytes,21,opt,name=workspace_from,json=workspaceFrom,proto3" json:"workspace_from,omitempty"`
+	// A recovery with no copy: the destination starts with an empty
+	// workspace, and the journal says so.
+	WorkspaceReset bool `protobuf:"varint,22,opt,name=workspace_reset,json=workspaceReset,proto3" json:"workspace_reset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2038,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2051,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Move) GetMoveId() string {
@@ -2028,6 +2194,20 @@ func (x *Move) GetTransfer() *WorkspaceTransfer {
 	return nil
 }
 
+func (x *Move) GetWorkspaceFrom() string {
+	if x != nil {
+		return x.WorkspaceFrom
+	}
+	return ""
+}
+
+func (x *Move) GetWorkspaceReset() bool {
+	if x != nil {
+		return x.WorkspaceReset
+	}
+	return false
+}
+
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
 // round) carries many of them.
@@ -2040,7 +2220,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2232,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2245,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -2092,7 +2272,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2284,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2297,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -2172,7 +2352,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2364,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2377,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -2260,7 +2440,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2452,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2465,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -2350,7 +2530,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2542,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2555,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -2466,7 +2646,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2658,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2671,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -2541,7 +2721,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2733,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2746,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -2595,7 +2775,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2787,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2800,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -2655,7 +2835,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2847,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2860,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -2732,7 +2912,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2744,7 +2924,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2757,7 +2937,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -2804,7 +2984,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2996,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3009,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -2877,7 +3057,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3069,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3082,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -2954,7 +3134,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3146,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3159,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -3037,7 +3217,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3229,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3242,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -3128,7 +3308,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3320,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3333,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -3215,7 +3395,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3407,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3420,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -3315,7 +3495,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3507,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3520,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -3404,7 +3584,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3416,7 +3596,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3429,7 +3609,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -3466,7 +3646,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3658,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3671,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -3527,7 +3707,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3719,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3732,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -3594,7 +3774,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +3786,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +3799,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -3657,7 +3837,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3669,7 +3849,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3682,7 +3862,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -3719,7 +3899,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3911,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3924,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -3789,7 +3969,7 @@ type InterruptTurn struct {
 
 func (x *InterruptTurn) Reset() {
 	*x = InterruptTurn{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +3981,7 @@ func (x *InterruptTurn) String() string {
 func (*InterruptTurn) ProtoMessage() {}
 
 func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +3994,7 @@ func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptTurn.ProtoReflect.Descriptor instead.
 func (*InterruptTurn) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *InterruptTurn) GetSessionId() string {
@@ -3852,7 +4032,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3864,7 +4044,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3877,7 +4057,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -3950,7 +4130,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4142,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4155,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -4046,7 +4226,7 @@ type ProviderBinding struct {
 
 func (x *ProviderBinding) Reset() {
 	*x = ProviderBinding{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4238,7 @@ func (x *ProviderBinding) String() string {
 func (*ProviderBinding) ProtoMessage() {}
 
 func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4251,7 @@ func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderBinding.ProtoReflect.Descriptor instead.
 func (*ProviderBinding) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ProviderBinding) GetProvider() string {
@@ -4101,7 +4281,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4113,7 +4293,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4126,7 +4306,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -4161,7 +4341,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4353,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4366,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EventInput) GetKind() string {
@@ -4220,7 +4400,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4412,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4425,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -4286,7 +4466,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4298,7 +4478,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4311,7 +4491,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Result) GetError() *Error {
@@ -4458,7 +4638,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4470,7 +4650,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4483,7 +4663,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Error) GetReason() string {
@@ -4523,7 +4703,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4535,7 +4715,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4548,7 +4728,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -4649,13 +4829,15 @@ type Session struct {
 	// fresh, reset, clear, new and fork (a leader-generated id the provider
 	// has never seen): the next turn starts a new thread.
 	ProviderThread bool `protobuf:"varint,35,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The newest copy of the workspace another node holds (nil: none).
+	WorkspaceCopy *WorkspaceCopy `protobuf:"bytes,36,opt,name=workspace_copy,json=workspaceCopy,proto3" json:"workspace_copy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4849,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4862,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Session) GetSessionId() string {
@@ -4928,6 +5110,13 @@ func (x *Session) GetProviderThread() bool {
 	return false
 }
 
+func (x *Session) GetWorkspaceCopy() *WorkspaceCopy {
+	if x != nil {
+		return x.WorkspaceCopy
+	}
+	return nil
+}
+
 type Lease struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AttachmentId    string                 `protobuf:"bytes,1,opt,name=attachment_id,json=attachmentId,proto3" json:"attachment_id,omitempty"`
@@ -4941,7 +5130,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4953,7 +5142,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4966,7 +5155,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -5017,7 +5206,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5029,7 +5218,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5042,7 +5231,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -5098,7 +5287,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5110,7 +5299,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5123,7 +5312,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -5205,7 +5394,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5217,7 +5406,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5230,7 +5419,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Event) GetSessionId() string {
@@ -5294,7 +5483,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5306,7 +5495,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5319,7 +5508,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -5344,7 +5533,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5356,7 +5545,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5369,7 +5558,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{57}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Boundary) GetAction() string {
@@ -5405,7 +5594,7 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xd1\x10\n" +
+	"fak.fsm.v1\"\xa8\x11\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -5447,8 +5636,21 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rmark_stranded\x18& \x01(\v2\x18.fak.fsm.v1.MarkStrandedH\x00R\fmarkStranded\x12F\n" +
 	"\x10create_acl_token\x18' \x01(\v2\x1a.fak.fsm.v1.CreateAclTokenH\x00R\x0ecreateAclToken\x12F\n" +
 	"\x10revoke_acl_token\x18( \x01(\v2\x1a.fak.fsm.v1.RevokeAclTokenH\x00R\x0erevokeAclToken\x12B\n" +
-	"\x0einterrupt_turn\x18) \x01(\v2\x19.fak.fsm.v1.InterruptTurnH\x00R\rinterruptTurnB\x06\n" +
-	"\x04body\"\x8c\x01\n" +
+	"\x0einterrupt_turn\x18) \x01(\v2\x19.fak.fsm.v1.InterruptTurnH\x00R\rinterruptTurn\x12U\n" +
+	"\x15record_workspace_copy\x18* \x01(\v2\x1f.fak.fsm.v1.RecordWorkspaceCopyH\x00R\x13recordWorkspaceCopyB\x06\n" +
+	"\x04body\"y\n" +
+	"\x13RecordWorkspaceCopy\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12-\n" +
+	"\x04copy\x18\x03 \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\x04copy\"\xb8\x01\n" +
+	"\rWorkspaceCopy\x123\n" +
+	"\tworkspace\x18\x01 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1f\n" +
+	"\vafter_input\x18\x04 \x01(\x04R\n" +
+	"afterInput\x12'\n" +
+	"\x0fturns_completed\x18\x05 \x01(\x04R\x0eturnsCompleted\"\x8c\x01\n" +
 	"\x0eCreateAclToken\x12\x1f\n" +
 	"\vaccessor_id\x18\x01 \x01(\tR\n" +
 	"accessorId\x12#\n" +
@@ -5548,7 +5750,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xe5\x05\n" +
+	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xb5\x06\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -5571,7 +5773,9 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vdegradation\x18\x11 \x03(\tR\vdegradation\x12\x16\n" +
 	"\x06checks\x18\x12 \x03(\tR\x06checks\x123\n" +
 	"\tworkspace\x18\x13 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\x129\n" +
-	"\btransfer\x18\x14 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\"8\n" +
+	"\btransfer\x18\x14 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\x12%\n" +
+	"\x0eworkspace_from\x18\x15 \x01(\tR\rworkspaceFrom\x12'\n" +
+	"\x0fworkspace_reset\x18\x16 \x01(\bR\x0eworkspaceReset\"8\n" +
 	"\x05Batch\x12/\n" +
 	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\xc3\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -5791,7 +5995,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12!\n" +
 	"\fturn_refused\x18\x04 \x01(\bR\vturnRefused\x12#\n" +
-	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\x9a\n" +
+	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\xdc\n" +
 	"\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
@@ -5833,7 +6037,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x0erecover_manual\x18  \x01(\bR\rrecoverManual\x12\x1a\n" +
 	"\bstranded\x18! \x01(\bR\bstranded\x12#\n" +
 	"\rstranded_node\x18\" \x01(\tR\fstrandedNode\x12'\n" +
-	"\x0fprovider_thread\x18# \x01(\bR\x0eproviderThread\"\xc2\x01\n" +
+	"\x0fprovider_thread\x18# \x01(\bR\x0eproviderThread\x12@\n" +
+	"\x0eworkspace_copy\x18$ \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\rworkspaceCopy\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -5898,142 +6103,148 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
-	(*CreateAclToken)(nil),       // 2: fak.fsm.v1.CreateAclToken
-	(*RevokeAclToken)(nil),       // 3: fak.fsm.v1.RevokeAclToken
-	(*AclToken)(nil),             // 4: fak.fsm.v1.AclToken
-	(*NodeRecord)(nil),           // 5: fak.fsm.v1.NodeRecord
-	(*Label)(nil),                // 6: fak.fsm.v1.Label
-	(*RegisterNode)(nil),         // 7: fak.fsm.v1.RegisterNode
-	(*SetDraining)(nil),          // 8: fak.fsm.v1.SetDraining
-	(*RequestMove)(nil),          // 9: fak.fsm.v1.RequestMove
-	(*MarkStranded)(nil),         // 10: fak.fsm.v1.MarkStranded
-	(*MoveCheckpoint)(nil),       // 11: fak.fsm.v1.MoveCheckpoint
-	(*Workspace)(nil),            // 12: fak.fsm.v1.Workspace
-	(*MoveAdmit)(nil),            // 13: fak.fsm.v1.MoveAdmit
-	(*MoveRestore)(nil),          // 14: fak.fsm.v1.MoveRestore
-	(*WorkspaceTransfer)(nil),    // 15: fak.fsm.v1.WorkspaceTransfer
-	(*MoveCutover)(nil),          // 16: fak.fsm.v1.MoveCutover
-	(*MoveFail)(nil),             // 17: fak.fsm.v1.MoveFail
-	(*Move)(nil),                 // 18: fak.fsm.v1.Move
-	(*Batch)(nil),                // 19: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 20: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 21: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 22: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 23: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 24: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 25: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 26: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 27: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 28: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 29: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 30: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 31: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 32: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 33: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 34: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 35: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 36: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 37: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 38: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 39: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 40: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 41: fak.fsm.v1.SubmitInput
-	(*InterruptTurn)(nil),        // 42: fak.fsm.v1.InterruptTurn
-	(*AnswerApproval)(nil),       // 43: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 44: fak.fsm.v1.RunnerAppend
-	(*ProviderBinding)(nil),      // 45: fak.fsm.v1.ProviderBinding
-	(*AppendEvents)(nil),         // 46: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 47: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 48: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 49: fak.fsm.v1.Result
-	(*Error)(nil),                // 50: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 51: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 52: fak.fsm.v1.Session
-	(*Lease)(nil),                // 53: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 54: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 55: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 56: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 57: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 58: fak.fsm.v1.Boundary
+	(*RecordWorkspaceCopy)(nil),  // 2: fak.fsm.v1.RecordWorkspaceCopy
+	(*WorkspaceCopy)(nil),        // 3: fak.fsm.v1.WorkspaceCopy
+	(*CreateAclToken)(nil),       // 4: fak.fsm.v1.CreateAclToken
+	(*RevokeAclToken)(nil),       // 5: fak.fsm.v1.RevokeAclToken
+	(*AclToken)(nil),             // 6: fak.fsm.v1.AclToken
+	(*NodeRecord)(nil),           // 7: fak.fsm.v1.NodeRecord
+	(*Label)(nil),                // 8: fak.fsm.v1.Label
+	(*RegisterNode)(nil),         // 9: fak.fsm.v1.RegisterNode
+	(*SetDraining)(nil),          // 10: fak.fsm.v1.SetDraining
+	(*RequestMove)(nil),          // 11: fak.fsm.v1.RequestMove
+	(*MarkStranded)(nil),         // 12: fak.fsm.v1.MarkStranded
+	(*MoveCheckpoint)(nil),       // 13: fak.fsm.v1.MoveCheckpoint
+	(*Workspace)(nil),            // 14: fak.fsm.v1.Workspace
+	(*MoveAdmit)(nil),            // 15: fak.fsm.v1.MoveAdmit
+	(*MoveRestore)(nil),          // 16: fak.fsm.v1.MoveRestore
+	(*WorkspaceTransfer)(nil),    // 17: fak.fsm.v1.WorkspaceTransfer
+	(*MoveCutover)(nil),          // 18: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 19: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 20: fak.fsm.v1.Move
+	(*Batch)(nil),                // 21: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 22: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 23: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 24: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 25: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 26: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 27: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 28: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 29: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 30: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 31: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 32: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 33: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 34: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 35: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 36: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 37: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 38: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 39: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 40: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 41: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 42: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 43: fak.fsm.v1.SubmitInput
+	(*InterruptTurn)(nil),        // 44: fak.fsm.v1.InterruptTurn
+	(*AnswerApproval)(nil),       // 45: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 46: fak.fsm.v1.RunnerAppend
+	(*ProviderBinding)(nil),      // 47: fak.fsm.v1.ProviderBinding
+	(*AppendEvents)(nil),         // 48: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 49: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 50: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 51: fak.fsm.v1.Result
+	(*Error)(nil),                // 52: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 53: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 54: fak.fsm.v1.Session
+	(*Lease)(nil),                // 55: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 56: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 57: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 58: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 59: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 60: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	20, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	46, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	48, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	35, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	36, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	37, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	38, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	39, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	40, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	41, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	43, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	44, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	24, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	25, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	26, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	27, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	28, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	29, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	30, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	31, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
-	7,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
-	8,  // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
-	9,  // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
-	11, // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
-	13, // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
-	14, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
-	16, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
-	17, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
-	10, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
-	2,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
-	3,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
-	42, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
-	6,  // 32: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	5,  // 33: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	34, // 34: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	12, // 35: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
-	34, // 36: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	15, // 37: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	34, // 38: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	34, // 39: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	12, // 40: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
-	15, // 41: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	1,  // 42: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	34, // 43: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	22, // 44: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	21, // 45: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	21, // 46: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	21, // 47: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	21, // 48: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	47, // 49: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	21, // 50: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
-	45, // 51: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
-	47, // 52: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	50, // 53: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	52, // 54: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	51, // 55: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	55, // 56: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	23, // 57: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	58, // 58: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	5,  // 59: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	4,  // 60: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 61: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	34, // 62: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	53, // 63: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	54, // 64: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	18, // 65: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	56, // 66: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	52, // 67: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	22, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	48, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	50, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	37, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	38, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	39, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	40, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	41, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	42, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	43, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	45, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	46, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	26, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	27, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	28, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	29, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	30, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	31, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	32, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	33, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	9,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
+	10, // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
+	11, // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
+	13, // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
+	15, // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
+	16, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
+	18, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	19, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	12, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
+	4,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
+	5,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
+	44, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
+	2,  // 32: fak.fsm.v1.Command.record_workspace_copy:type_name -> fak.fsm.v1.RecordWorkspaceCopy
+	3,  // 33: fak.fsm.v1.RecordWorkspaceCopy.copy:type_name -> fak.fsm.v1.WorkspaceCopy
+	14, // 34: fak.fsm.v1.WorkspaceCopy.workspace:type_name -> fak.fsm.v1.Workspace
+	8,  // 35: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	7,  // 36: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	36, // 37: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	14, // 38: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
+	36, // 39: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	17, // 40: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	36, // 41: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	36, // 42: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	14, // 43: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
+	17, // 44: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	1,  // 45: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	36, // 46: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	24, // 47: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	23, // 48: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	23, // 49: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	23, // 50: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	23, // 51: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	49, // 52: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	23, // 53: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
+	47, // 54: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
+	49, // 55: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	52, // 56: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	54, // 57: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	53, // 58: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	57, // 59: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	25, // 60: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	60, // 61: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	7,  // 62: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	6,  // 63: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 64: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	36, // 65: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	55, // 66: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	56, // 67: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	20, // 68: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	3,  // 69: fak.fsm.v1.Session.workspace_copy:type_name -> fak.fsm.v1.WorkspaceCopy
+	58, // 70: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	54, // 71: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -6074,9 +6285,10 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_CreateAclToken)(nil),
 		(*Command_RevokeAclToken)(nil),
 		(*Command_InterruptTurn)(nil),
+		(*Command_RecordWorkspaceCopy)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[45].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[48].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[47].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[50].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -6091,7 +6303,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

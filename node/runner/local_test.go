@@ -114,6 +114,11 @@ func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, se
 		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest, Workspace: ws}}}))
 }
 
+func (l *local) RecordWorkspaceCopy(_ context.Context, id string, epoch uint64, cp *fsmpb.WorkspaceCopy) error {
+	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_RecordWorkspaceCopy{RecordWorkspaceCopy: &fsmpb.RecordWorkspaceCopy{
+		SessionId: id, Epoch: epoch, Copy: cp}}}))
+}
+
 func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
 	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
 		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest, Transfer: t}}}))

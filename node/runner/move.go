@@ -101,6 +101,11 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 			fsm.ReasonDigestMismatch, m.CheckpointSeq, r.cfg.Node, digest, m.Digest))
 	}
 	var transfer *fsmpb.WorkspaceTransfer
+	if m.WorkspaceReset && r.movesWorkspaces() {
+		if err := r.resetWorkspace(s); err != nil {
+			return fmt.Errorf("empty the workspace for the recovery: %w", err)
+		}
+	}
 	if w := m.Workspace; w.GetDigest() != "" && r.movesWorkspaces() {
 		var err error
 		if transfer, err = r.pullWorkspace(ctx, s, w); err != nil {

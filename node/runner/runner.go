@@ -78,8 +78,9 @@ type Runner struct {
 
 	mu     sync.Mutex
 	hosts  map[string]*host
-	warned map[string]string // session → adapter name already warned about
-	kicked []string          // sessions whose worker ended since the loop last looked
+	warned map[string]string     // session → adapter name already warned about
+	kicked []string              // sessions whose worker ended since the loop last looked
+	copies map[string]*copyState // workspace copies in flight, by session
 }
 
 // host is the runner's record of one session it serves.

@@ -370,8 +370,12 @@ func (r *Runner) runTurn(ctx context.Context, s *fsmpb.Session, a Adapter, h *ho
 		if res.Summary == "" {
 			res.Summary = "completed"
 		}
-		return t.complete(ctx, res.Tail, Event{Kind: fsm.KindTurnCompleted, Text: res.Summary,
+		err := t.complete(ctx, res.Tail, Event{Kind: fsm.KindTurnCompleted, Text: res.Summary,
 			Data: turnData(turnFact{Status: "completed", InputSeq: inputSeq}, res.Facts)}, res.Usage)
+		if err == nil {
+			r.copyAfterTurn(s, inputSeq)
+		}
+		return err
 	case ctx.Err() != nil, errors.As(terr, &we), isFenced(terr):
 		return terr
 	}

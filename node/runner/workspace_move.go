@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,69 +84,16 @@ func (r *Runner) pullWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.W
 
 func (r *Runner) restoreWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmpb.Workspace) (*fsmpb.WorkspaceTransfer, error) {
 	m := s.Move
-	t := &fsmpb.WorkspaceTransfer{}
-	store := r.cfg.Workspaces
-	var src WorkspaceSource
-	source := func() (WorkspaceSource, error) {
-		var err error
-		if src == nil {
-			src, err = r.cfg.Sources(m.SourceNode)
-		}
-		return src, err
-	}
-	man, err := store.Manifest(w.Digest)
+	from := cmp.Or(m.WorkspaceFrom, m.SourceNode)
+	man, t, err := r.fetchSnapshot(ctx, from, w.Digest)
 	if err != nil {
-		// Not held here yet: ask the source.
-		src, err := source()
-		if err != nil {
-			return nil, err
-		}
-		raw, err := src.Manifest(ctx, w.Digest)
-		if err != nil {
-			return nil, sourceLost(err, m.SourceNode, w.Digest)
-		}
-		if man, err = workspace.UnmarshalManifest(raw); err != nil {
-			return nil, moveRefusal(fmt.Sprintf("%s: the workspace manifest from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
-		}
-		if d := man.Digest(); d != w.Digest {
-			return nil, moveRefusal(fmt.Sprintf("%s: the manifest %s sent has digest %s, the checkpoint's is %s", fsm.ReasonWorkspaceDigestMismatch, m.SourceNode, d, w.Digest))
-		}
-		if err := workspace.Validate(man, r.cfg.MaxWorkspaceBytes); err != nil {
-			return nil, moveRefusal(fmt.Sprintf("%s: the workspace from %s: %v", ReasonWorkspaceRefused, m.SourceNode, err))
-		}
-	}
-	// Only what this store lacks crosses (an earlier move, a broken
-	// transfer resumed, a chunk found altered and dropped).
-	missing := store.Missing(man)
-	sizes := chunkSizes(man)
-	for _, h := range man.Chunks() {
-		t.ChunksPresent++
-		t.BytesPresent += uint64(sizes[h])
-	}
-	for _, h := range missing {
-		t.ChunksPresent--
-		t.BytesPresent -= uint64(sizes[h])
-		t.ChunksSent++
-		t.BytesSent += uint64(sizes[h])
-	}
-	if len(missing) > 0 {
-		src, err := source()
-		if err != nil {
-			return nil, err
-		}
-		fetched := time.Now()
-		if err := r.fetchChunks(ctx, src, m.SourceNode, missing); err != nil {
-			return nil, err
-		}
-		t.FetchNanos = time.Since(fetched).Nanoseconds()
-	}
-	if _, err := store.PutManifest(man); err != nil {
 		return nil, err
 	}
 	dir, err := Workspace(r.cfg.WorkspaceRoot, s.SessionId)
 	if err != nil {
 		return nil, err
 	}
+	store := r.cfg.Workspaces
 	// A node the session comes back to may still hold the very tree the
 	// checkpoint carries (nothing changed since it left): keep it.
 	if have, err := workspace.Snapshot(dir, store, r.cfg.MaxWorkspaceBytes); err == nil && have.Digest() == w.Digest {
@@ -166,8 +114,74 @@ func (r *Runner) restoreWorkspace(ctx context.Context, s *fsmpb.Session, w *fsmp
 		}
 		return nil, err
 	}
-	r.logger.Info("move: workspace restored", "session", s.SessionId, "move", m.MoveId, "digest", w.Digest, "bytes", w.Bytes, "chunks", w.Chunks)
+	r.logger.Info("move: workspace restored", "session", s.SessionId, "move", m.MoveId, "digest", w.Digest, "from", from, "bytes", w.Bytes, "chunks", w.Chunks)
 	return t, nil
+}
+
+// fetchSnapshot makes this node's store hold the snapshot digest that
+// node from's store holds: its manifest (verified, validated) and the
+// chunks this store lacks (each verified). It reports what crossed.
+func (r *Runner) fetchSnapshot(ctx context.Context, from, digest string) (*workspace.Manifest, *fsmpb.WorkspaceTransfer, error) {
+	store := r.cfg.Workspaces
+	t := &fsmpb.WorkspaceTransfer{}
+	var src WorkspaceSource
+	source := func() (WorkspaceSource, error) {
+		var err error
+		if src == nil {
+			src, err = r.cfg.Sources(from)
+		}
+		return src, err
+	}
+	man, err := store.Manifest(digest)
+	if err != nil {
+		// Not held here yet: ask the node that holds it.
+		src, err := source()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw, err := src.Manifest(ctx, digest)
+		if err != nil {
+			return nil, nil, sourceLost(err, from, digest)
+		}
+		if man, err = workspace.UnmarshalManifest(raw); err != nil {
+			return nil, nil, moveRefusal(fmt.Sprintf("%s: the workspace manifest from %s: %v", ReasonWorkspaceRefused, from, err))
+		}
+		if d := man.Digest(); d != digest {
+			return nil, nil, moveRefusal(fmt.Sprintf("%s: the manifest %s sent has digest %s, not %s", fsm.ReasonWorkspaceDigestMismatch, from, d, digest))
+		}
+		if err := workspace.Validate(man, r.cfg.MaxWorkspaceBytes); err != nil {
+			return nil, nil, moveRefusal(fmt.Sprintf("%s: the workspace from %s: %v", ReasonWorkspaceRefused, from, err))
+		}
+	}
+	// Only what this store lacks crosses (an earlier move, a broken
+	// transfer resumed, a chunk found altered and dropped).
+	missing := store.Missing(man)
+	sizes := chunkSizes(man)
+	for _, h := range man.Chunks() {
+		t.ChunksPresent++
+		t.BytesPresent += uint64(sizes[h])
+	}
+	for _, h := range missing {
+		t.ChunksPresent--
+		t.BytesPresent -= uint64(sizes[h])
+		t.ChunksSent++
+		t.BytesSent += uint64(sizes[h])
+	}
+	if len(missing) > 0 {
+		src, err := source()
+		if err != nil {
+			return nil, nil, err
+		}
+		fetched := time.Now()
+		if err := r.fetchChunks(ctx, src, from, missing); err != nil {
+			return nil, nil, err
+		}
+		t.FetchNanos = time.Since(fetched).Nanoseconds()
+	}
+	if _, err := store.PutManifest(man); err != nil {
+		return nil, nil, err
+	}
+	return man, t, nil
 }
 
 // chunkSizes is the length of each distinct chunk of m.

@@ -41,6 +41,9 @@ type Writer interface {
 	// CommitRestore commits the destination's restore, with what restoring
 	// the workspace cost (nil: none carried).
 	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error
+	// RecordWorkspaceCopy records that a node holds a copy of the
+	// session's workspace, fenced by the host's epoch.
+	RecordWorkspaceCopy(ctx context.Context, sessionID string, epoch uint64, cp *fsmpb.WorkspaceCopy) error
 	FailMove(ctx context.Context, sessionID, moveID, reason string) error
 }
 

@@ -1661,6 +1661,259 @@ func (*FailMoveResponse) Descriptor() ([]byte, []int) {
 	return file_fak_v1_move_proto_rawDescGZIP(), []int{24}
 }
 
+// CopyWorkspaceRequest asks a node to hold a copy of a workspace snapshot
+// that from_node's store holds.
+type CopyWorkspaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	FromNode      string                 `protobuf:"bytes,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyWorkspaceRequest) Reset() {
+	*x = CopyWorkspaceRequest{}
+	mi := &file_fak_v1_move_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyWorkspaceRequest) ProtoMessage() {}
+
+func (x *CopyWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*CopyWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CopyWorkspaceRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CopyWorkspaceRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *CopyWorkspaceRequest) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+type CopyWorkspaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the copy cost: bytes fetched, bytes already held.
+	BytesSent     uint64 `protobuf:"varint,1,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
+	BytesPresent  uint64 `protobuf:"varint,2,opt,name=bytes_present,json=bytesPresent,proto3" json:"bytes_present,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyWorkspaceResponse) Reset() {
+	*x = CopyWorkspaceResponse{}
+	mi := &file_fak_v1_move_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyWorkspaceResponse) ProtoMessage() {}
+
+func (x *CopyWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*CopyWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CopyWorkspaceResponse) GetBytesSent() uint64 {
+	if x != nil {
+		return x.BytesSent
+	}
+	return 0
+}
+
+func (x *CopyWorkspaceResponse) GetBytesPresent() uint64 {
+	if x != nil {
+		return x.BytesPresent
+	}
+	return 0
+}
+
+// RecordWorkspaceCopyRequest records, fenced by the host's epoch, that a
+// node holds a copy of the session's workspace.
+type RecordWorkspaceCopyRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SessionId      string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Epoch          uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Node           string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Digest         string                 `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	Bytes          uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Chunks         uint32                 `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	AfterInput     uint64                 `protobuf:"varint,7,opt,name=after_input,json=afterInput,proto3" json:"after_input,omitempty"`
+	TurnsCompleted uint64                 `protobuf:"varint,8,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RecordWorkspaceCopyRequest) Reset() {
+	*x = RecordWorkspaceCopyRequest{}
+	mi := &file_fak_v1_move_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordWorkspaceCopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordWorkspaceCopyRequest) ProtoMessage() {}
+
+func (x *RecordWorkspaceCopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordWorkspaceCopyRequest.ProtoReflect.Descriptor instead.
+func (*RecordWorkspaceCopyRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RecordWorkspaceCopyRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RecordWorkspaceCopyRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *RecordWorkspaceCopyRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *RecordWorkspaceCopyRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *RecordWorkspaceCopyRequest) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *RecordWorkspaceCopyRequest) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *RecordWorkspaceCopyRequest) GetAfterInput() uint64 {
+	if x != nil {
+		return x.AfterInput
+	}
+	return 0
+}
+
+func (x *RecordWorkspaceCopyRequest) GetTurnsCompleted() uint64 {
+	if x != nil {
+		return x.TurnsCompleted
+	}
+	return 0
+}
+
+type RecordWorkspaceCopyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordWorkspaceCopyResponse) Reset() {
+	*x = RecordWorkspaceCopyResponse{}
+	mi := &file_fak_v1_move_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordWorkspaceCopyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordWorkspaceCopyResponse) ProtoMessage() {}
+
+func (x *RecordWorkspaceCopyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordWorkspaceCopyResponse.ProtoReflect.Descriptor instead.
+func (*RecordWorkspaceCopyResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{28}
+}
+
 var File_fak_v1_move_proto protoreflect.FileDescriptor
 
 const file_fak_v1_move_proto_rawDesc = "" +
@@ -1794,7 +2047,28 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\x12\n" +
-	"\x10FailMoveResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x10FailMoveResponse\"j\n" +
+	"\x14CopyWorkspaceRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x1b\n" +
+	"\tfrom_node\x18\x03 \x01(\tR\bfromNode\"[\n" +
+	"\x15CopyWorkspaceResponse\x12\x1d\n" +
+	"\n" +
+	"bytes_sent\x18\x01 \x01(\x04R\tbytesSent\x12#\n" +
+	"\rbytes_present\x18\x02 \x01(\x04R\fbytesPresent\"\xf5\x01\n" +
+	"\x1aRecordWorkspaceCopyRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06chunks\x18\x06 \x01(\rR\x06chunks\x12\x1f\n" +
+	"\vafter_input\x18\a \x01(\x04R\n" +
+	"afterInput\x12'\n" +
+	"\x0fturns_completed\x18\b \x01(\x04R\x0eturnsCompleted\"\x1d\n" +
+	"\x1bRecordWorkspaceCopyResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_move_proto_rawDescOnce sync.Once
@@ -1808,7 +2082,7 @@ func file_fak_v1_move_proto_rawDescGZIP() []byte {
 	return file_fak_v1_move_proto_rawDescData
 }
 
-var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fak_v1_move_proto_goTypes = []any{
 	(*Move)(nil),                         // 0: fak.v1.Move
 	(*MoveSessionRequest)(nil),           // 1: fak.v1.MoveSessionRequest
@@ -1835,11 +2109,15 @@ var file_fak_v1_move_proto_goTypes = []any{
 	(*CommitRestoreResponse)(nil),        // 22: fak.v1.CommitRestoreResponse
 	(*FailMoveRequest)(nil),              // 23: fak.v1.FailMoveRequest
 	(*FailMoveResponse)(nil),             // 24: fak.v1.FailMoveResponse
-	(*Placement)(nil),                    // 25: fak.v1.Placement
+	(*CopyWorkspaceRequest)(nil),         // 25: fak.v1.CopyWorkspaceRequest
+	(*CopyWorkspaceResponse)(nil),        // 26: fak.v1.CopyWorkspaceResponse
+	(*RecordWorkspaceCopyRequest)(nil),   // 27: fak.v1.RecordWorkspaceCopyRequest
+	(*RecordWorkspaceCopyResponse)(nil),  // 28: fak.v1.RecordWorkspaceCopyResponse
+	(*Placement)(nil),                    // 29: fak.v1.Placement
 }
 var file_fak_v1_move_proto_depIdxs = []int32{
-	25, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
-	25, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
+	29, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
+	29, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
 	21, // 2: fak.v1.Move.workspace_transfer:type_name -> fak.v1.WorkspaceTransfer
 	0,  // 3: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
 	0,  // 4: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
@@ -1867,7 +2145,7 @@ func file_fak_v1_move_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_move_proto_rawDesc), len(file_fak_v1_move_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

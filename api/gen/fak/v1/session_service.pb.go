@@ -57,14 +57,16 @@ const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\vNodeService\x12E\n" +
 	"\tListNodes\x12\x18.fak.v1.ListNodesRequest\x1a\x19.fak.v1.ListNodesResponse\"\x03\x90\x02\x01\x12@\n" +
 	"\tDrainNode\x12\x18.fak.v1.DrainNodeRequest\x1a\x19.fak.v1.DrainNodeResponse\x12K\n" +
-	"\vDrainStatus\x12\x1a.fak.v1.DrainStatusRequest\x1a\x1b.fak.v1.DrainStatusResponse\"\x03\x90\x02\x012\x98\x04\n" +
+	"\vDrainStatus\x12\x1a.fak.v1.DrainStatusRequest\x1a\x1b.fak.v1.DrainStatusResponse\"\x03\x90\x02\x012\xc6\x05\n" +
 	"\rRunnerService\x12[\n" +
 	"\x12AppendRunnerEvents\x12!.fak.v1.AppendRunnerEventsRequest\x1a\".fak.v1.AppendRunnerEventsResponse\x12U\n" +
 	"\x10CommitCheckpoint\x12\x1f.fak.v1.CommitCheckpointRequest\x1a .fak.v1.CommitCheckpointResponse\x12L\n" +
 	"\rCommitRestore\x12\x1c.fak.v1.CommitRestoreRequest\x1a\x1d.fak.v1.CommitRestoreResponse\x12=\n" +
 	"\bFailMove\x12\x17.fak.v1.FailMoveRequest\x1a\x18.fak.v1.FailMoveResponse\x12a\n" +
 	"\x14GetWorkspaceManifest\x12#.fak.v1.GetWorkspaceManifestRequest\x1a$.fak.v1.GetWorkspaceManifestResponse\x12c\n" +
-	"\x14FetchWorkspaceChunks\x12#.fak.v1.FetchWorkspaceChunksRequest\x1a$.fak.v1.FetchWorkspaceChunksResponse0\x01B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x14FetchWorkspaceChunks\x12#.fak.v1.FetchWorkspaceChunksRequest\x1a$.fak.v1.FetchWorkspaceChunksResponse0\x01\x12L\n" +
+	"\rCopyWorkspace\x12\x1c.fak.v1.CopyWorkspaceRequest\x1a\x1d.fak.v1.CopyWorkspaceResponse\x12^\n" +
+	"\x13RecordWorkspaceCopy\x12\".fak.v1.RecordWorkspaceCopyRequest\x1a#.fak.v1.RecordWorkspaceCopyResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var file_fak_v1_session_service_proto_goTypes = []any{
 	(*CreateSessionRequest)(nil),         // 0: fak.v1.CreateSessionRequest
@@ -100,39 +102,43 @@ var file_fak_v1_session_service_proto_goTypes = []any{
 	(*FailMoveRequest)(nil),              // 30: fak.v1.FailMoveRequest
 	(*GetWorkspaceManifestRequest)(nil),  // 31: fak.v1.GetWorkspaceManifestRequest
 	(*FetchWorkspaceChunksRequest)(nil),  // 32: fak.v1.FetchWorkspaceChunksRequest
-	(*CreateSessionResponse)(nil),        // 33: fak.v1.CreateSessionResponse
-	(*ListSessionsResponse)(nil),         // 34: fak.v1.ListSessionsResponse
-	(*DescribeSessionResponse)(nil),      // 35: fak.v1.DescribeSessionResponse
-	(*AppendEventsResponse)(nil),         // 36: fak.v1.AppendEventsResponse
-	(*ReadEventsResponse)(nil),           // 37: fak.v1.ReadEventsResponse
-	(*WatchEventsResponse)(nil),          // 38: fak.v1.WatchEventsResponse
-	(*StopSessionResponse)(nil),          // 39: fak.v1.StopSessionResponse
-	(*DiscoverSessionResponse)(nil),      // 40: fak.v1.DiscoverSessionResponse
-	(*AttachResponse)(nil),               // 41: fak.v1.AttachResponse
-	(*KeepAliveResponse)(nil),            // 42: fak.v1.KeepAliveResponse
-	(*DetachResponse)(nil),               // 43: fak.v1.DetachResponse
-	(*ActResponse)(nil),                  // 44: fak.v1.ActResponse
-	(*TakeLeaseResponse)(nil),            // 45: fak.v1.TakeLeaseResponse
-	(*RenewLeaseResponse)(nil),           // 46: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseResponse)(nil),         // 47: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalResponse)(nil),       // 48: fak.v1.AnswerApprovalResponse
-	(*FreshSessionResponse)(nil),         // 49: fak.v1.FreshSessionResponse
-	(*ResetSessionResponse)(nil),         // 50: fak.v1.ResetSessionResponse
-	(*ClearSessionResponse)(nil),         // 51: fak.v1.ClearSessionResponse
-	(*NewSessionResponse)(nil),           // 52: fak.v1.NewSessionResponse
-	(*ForkSessionResponse)(nil),          // 53: fak.v1.ForkSessionResponse
-	(*GetLineageResponse)(nil),           // 54: fak.v1.GetLineageResponse
-	(*MoveSessionResponse)(nil),          // 55: fak.v1.MoveSessionResponse
-	(*GetMoveResponse)(nil),              // 56: fak.v1.GetMoveResponse
-	(*ListNodesResponse)(nil),            // 57: fak.v1.ListNodesResponse
-	(*DrainNodeResponse)(nil),            // 58: fak.v1.DrainNodeResponse
-	(*DrainStatusResponse)(nil),          // 59: fak.v1.DrainStatusResponse
-	(*AppendRunnerEventsResponse)(nil),   // 60: fak.v1.AppendRunnerEventsResponse
-	(*CommitCheckpointResponse)(nil),     // 61: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreResponse)(nil),        // 62: fak.v1.CommitRestoreResponse
-	(*FailMoveResponse)(nil),             // 63: fak.v1.FailMoveResponse
-	(*GetWorkspaceManifestResponse)(nil), // 64: fak.v1.GetWorkspaceManifestResponse
-	(*FetchWorkspaceChunksResponse)(nil), // 65: fak.v1.FetchWorkspaceChunksResponse
+	(*CopyWorkspaceRequest)(nil),         // 33: fak.v1.CopyWorkspaceRequest
+	(*RecordWorkspaceCopyRequest)(nil),   // 34: fak.v1.RecordWorkspaceCopyRequest
+	(*CreateSessionResponse)(nil),        // 35: fak.v1.CreateSessionResponse
+	(*ListSessionsResponse)(nil),         // 36: fak.v1.ListSessionsResponse
+	(*DescribeSessionResponse)(nil),      // 37: fak.v1.DescribeSessionResponse
+	(*AppendEventsResponse)(nil),         // 38: fak.v1.AppendEventsResponse
+	(*ReadEventsResponse)(nil),           // 39: fak.v1.ReadEventsResponse
+	(*WatchEventsResponse)(nil),          // 40: fak.v1.WatchEventsResponse
+	(*StopSessionResponse)(nil),          // 41: fak.v1.StopSessionResponse
+	(*DiscoverSessionResponse)(nil),      // 42: fak.v1.DiscoverSessionResponse
+	(*AttachResponse)(nil),               // 43: fak.v1.AttachResponse
+	(*KeepAliveResponse)(nil),            // 44: fak.v1.KeepAliveResponse
+	(*DetachResponse)(nil),               // 45: fak.v1.DetachResponse
+	(*ActResponse)(nil),                  // 46: fak.v1.ActResponse
+	(*TakeLeaseResponse)(nil),            // 47: fak.v1.TakeLeaseResponse
+	(*RenewLeaseResponse)(nil),           // 48: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseResponse)(nil),         // 49: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalResponse)(nil),       // 50: fak.v1.AnswerApprovalResponse
+	(*FreshSessionResponse)(nil),         // 51: fak.v1.FreshSessionResponse
+	(*ResetSessionResponse)(nil),         // 52: fak.v1.ResetSessionResponse
+	(*ClearSessionResponse)(nil),         // 53: fak.v1.ClearSessionResponse
+	(*NewSessionResponse)(nil),           // 54: fak.v1.NewSessionResponse
+	(*ForkSessionResponse)(nil),          // 55: fak.v1.ForkSessionResponse
+	(*GetLineageResponse)(nil),           // 56: fak.v1.GetLineageResponse
+	(*MoveSessionResponse)(nil),          // 57: fak.v1.MoveSessionResponse
+	(*GetMoveResponse)(nil),              // 58: fak.v1.GetMoveResponse
+	(*ListNodesResponse)(nil),            // 59: fak.v1.ListNodesResponse
+	(*DrainNodeResponse)(nil),            // 60: fak.v1.DrainNodeResponse
+	(*DrainStatusResponse)(nil),          // 61: fak.v1.DrainStatusResponse
+	(*AppendRunnerEventsResponse)(nil),   // 62: fak.v1.AppendRunnerEventsResponse
+	(*CommitCheckpointResponse)(nil),     // 63: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreResponse)(nil),        // 64: fak.v1.CommitRestoreResponse
+	(*FailMoveResponse)(nil),             // 65: fak.v1.FailMoveResponse
+	(*GetWorkspaceManifestResponse)(nil), // 66: fak.v1.GetWorkspaceManifestResponse
+	(*FetchWorkspaceChunksResponse)(nil), // 67: fak.v1.FetchWorkspaceChunksResponse
+	(*CopyWorkspaceResponse)(nil),        // 68: fak.v1.CopyWorkspaceResponse
+	(*RecordWorkspaceCopyResponse)(nil),  // 69: fak.v1.RecordWorkspaceCopyResponse
 }
 var file_fak_v1_session_service_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
@@ -168,41 +174,45 @@ var file_fak_v1_session_service_proto_depIdxs = []int32{
 	30, // 30: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
 	31, // 31: fak.v1.RunnerService.GetWorkspaceManifest:input_type -> fak.v1.GetWorkspaceManifestRequest
 	32, // 32: fak.v1.RunnerService.FetchWorkspaceChunks:input_type -> fak.v1.FetchWorkspaceChunksRequest
-	33, // 33: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	34, // 34: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	35, // 35: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	36, // 36: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	37, // 37: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	38, // 38: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	39, // 39: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	40, // 40: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
-	41, // 41: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
-	42, // 42: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
-	43, // 43: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
-	44, // 44: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
-	45, // 45: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
-	46, // 46: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
-	47, // 47: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
-	48, // 48: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
-	49, // 49: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
-	50, // 50: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
-	51, // 51: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
-	52, // 52: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
-	53, // 53: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
-	54, // 54: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
-	55, // 55: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
-	56, // 56: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
-	57, // 57: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
-	58, // 58: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
-	59, // 59: fak.v1.NodeService.DrainStatus:output_type -> fak.v1.DrainStatusResponse
-	60, // 60: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
-	61, // 61: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
-	62, // 62: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
-	63, // 63: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
-	64, // 64: fak.v1.RunnerService.GetWorkspaceManifest:output_type -> fak.v1.GetWorkspaceManifestResponse
-	65, // 65: fak.v1.RunnerService.FetchWorkspaceChunks:output_type -> fak.v1.FetchWorkspaceChunksResponse
-	33, // [33:66] is the sub-list for method output_type
-	0,  // [0:33] is the sub-list for method input_type
+	33, // 33: fak.v1.RunnerService.CopyWorkspace:input_type -> fak.v1.CopyWorkspaceRequest
+	34, // 34: fak.v1.RunnerService.RecordWorkspaceCopy:input_type -> fak.v1.RecordWorkspaceCopyRequest
+	35, // 35: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
+	36, // 36: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
+	37, // 37: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
+	38, // 38: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
+	39, // 39: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
+	40, // 40: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
+	41, // 41: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
+	42, // 42: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
+	43, // 43: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
+	44, // 44: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
+	45, // 45: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
+	46, // 46: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
+	47, // 47: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
+	48, // 48: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
+	49, // 49: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
+	50, // 50: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
+	51, // 51: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
+	52, // 52: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
+	53, // 53: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
+	54, // 54: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
+	55, // 55: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
+	56, // 56: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
+	57, // 57: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
+	58, // 58: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
+	59, // 59: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
+	60, // 60: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
+	61, // 61: fak.v1.NodeService.DrainStatus:output_type -> fak.v1.DrainStatusResponse
+	62, // 62: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
+	63, // 63: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
+	64, // 64: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
+	65, // 65: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
+	66, // 66: fak.v1.RunnerService.GetWorkspaceManifest:output_type -> fak.v1.GetWorkspaceManifestResponse
+	67, // 67: fak.v1.RunnerService.FetchWorkspaceChunks:output_type -> fak.v1.FetchWorkspaceChunksResponse
+	68, // 68: fak.v1.RunnerService.CopyWorkspace:output_type -> fak.v1.CopyWorkspaceResponse
+	69, // 69: fak.v1.RunnerService.RecordWorkspaceCopy:output_type -> fak.v1.RecordWorkspaceCopyResponse
+	35, // [35:70] is the sub-list for method output_type
+	0,  // [0:35] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -128,6 +128,12 @@ const (
 	// RunnerServiceFetchWorkspaceChunksProcedure is the fully-qualified name of the RunnerService's
 	// FetchWorkspaceChunks RPC.
 	RunnerServiceFetchWorkspaceChunksProcedure = "/fak.v1.RunnerService/FetchWorkspaceChunks"
+	// RunnerServiceCopyWorkspaceProcedure is the fully-qualified name of the RunnerService's
+	// CopyWorkspace RPC.
+	RunnerServiceCopyWorkspaceProcedure = "/fak.v1.RunnerService/CopyWorkspace"
+	// RunnerServiceRecordWorkspaceCopyProcedure is the fully-qualified name of the RunnerService's
+	// RecordWorkspaceCopy RPC.
+	RunnerServiceRecordWorkspaceCopyProcedure = "/fak.v1.RunnerService/RecordWorkspaceCopy"
 )
 
 // SessionServiceClient is a client for the fak.v1.SessionService service.
@@ -993,6 +999,10 @@ type RunnerServiceClient interface {
 	// checkpointed, the manifest and then the chunks it lacks.
 	GetWorkspaceManifest(context.Context, *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error)
 	FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest]) (*connect.ServerStreamForClient[v1.FetchWorkspaceChunksResponse], error)
+	// Node to node: keep a copy of a session's workspace, read from its host
+	// (a recovery restores from it). The host then records it.
+	CopyWorkspace(context.Context, *connect.Request[v1.CopyWorkspaceRequest]) (*connect.Response[v1.CopyWorkspaceResponse], error)
+	RecordWorkspaceCopy(context.Context, *connect.Request[v1.RecordWorkspaceCopyRequest]) (*connect.Response[v1.RecordWorkspaceCopyResponse], error)
 }
 
 // NewRunnerServiceClient constructs a client for the fak.v1.RunnerService service. By default, it
@@ -1042,6 +1052,18 @@ func NewRunnerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(runnerServiceMethods.ByName("FetchWorkspaceChunks")),
 			connect.WithClientOptions(opts...),
 		),
+		copyWorkspace: connect.NewClient[v1.CopyWorkspaceRequest, v1.CopyWorkspaceResponse](
+			httpClient,
+			baseURL+RunnerServiceCopyWorkspaceProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("CopyWorkspace")),
+			connect.WithClientOptions(opts...),
+		),
+		recordWorkspaceCopy: connect.NewClient[v1.RecordWorkspaceCopyRequest, v1.RecordWorkspaceCopyResponse](
+			httpClient,
+			baseURL+RunnerServiceRecordWorkspaceCopyProcedure,
+			connect.WithSchema(runnerServiceMethods.ByName("RecordWorkspaceCopy")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -1053,6 +1075,8 @@ type runnerServiceClient struct {
 	failMove             *connect.Client[v1.FailMoveRequest, v1.FailMoveResponse]
 	getWorkspaceManifest *connect.Client[v1.GetWorkspaceManifestRequest, v1.GetWorkspaceManifestResponse]
 	fetchWorkspaceChunks *connect.Client[v1.FetchWorkspaceChunksRequest, v1.FetchWorkspaceChunksResponse]
+	copyWorkspace        *connect.Client[v1.CopyWorkspaceRequest, v1.CopyWorkspaceResponse]
+	recordWorkspaceCopy  *connect.Client[v1.RecordWorkspaceCopyRequest, v1.RecordWorkspaceCopyResponse]
 }
 
 // AppendRunnerEvents calls fak.v1.RunnerService.AppendRunnerEvents.
@@ -1085,6 +1109,16 @@ func (c *runnerServiceClient) FetchWorkspaceChunks(ctx context.Context, req *con
 	return c.fetchWorkspaceChunks.CallServerStream(ctx, req)
 }
 
+// CopyWorkspace calls fak.v1.RunnerService.CopyWorkspace.
+func (c *runnerServiceClient) CopyWorkspace(ctx context.Context, req *connect.Request[v1.CopyWorkspaceRequest]) (*connect.Response[v1.CopyWorkspaceResponse], error) {
+	return c.copyWorkspace.CallUnary(ctx, req)
+}
+
+// RecordWorkspaceCopy calls fak.v1.RunnerService.RecordWorkspaceCopy.
+func (c *runnerServiceClient) RecordWorkspaceCopy(ctx context.Context, req *connect.Request[v1.RecordWorkspaceCopyRequest]) (*connect.Response[v1.RecordWorkspaceCopyResponse], error) {
+	return c.recordWorkspaceCopy.CallUnary(ctx, req)
+}
+
 // RunnerServiceHandler is an implementation of the fak.v1.RunnerService service.
 type RunnerServiceHandler interface {
 	AppendRunnerEvents(context.Context, *connect.Request[v1.AppendRunnerEventsRequest]) (*connect.Response[v1.AppendRunnerEventsResponse], error)
@@ -1098,6 +1132,10 @@ type RunnerServiceHandler interface {
 	// checkpointed, the manifest and then the chunks it lacks.
 	GetWorkspaceManifest(context.Context, *connect.Request[v1.GetWorkspaceManifestRequest]) (*connect.Response[v1.GetWorkspaceManifestResponse], error)
 	FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest], *connect.ServerStream[v1.FetchWorkspaceChunksResponse]) error
+	// Node to node: keep a copy of a session's workspace, read from its host
+	// (a recovery restores from it). The host then records it.
+	CopyWorkspace(context.Context, *connect.Request[v1.CopyWorkspaceRequest]) (*connect.Response[v1.CopyWorkspaceResponse], error)
+	RecordWorkspaceCopy(context.Context, *connect.Request[v1.RecordWorkspaceCopyRequest]) (*connect.Response[v1.RecordWorkspaceCopyResponse], error)
 }
 
 // NewRunnerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1143,6 +1181,18 @@ func NewRunnerServiceHandler(svc RunnerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(runnerServiceMethods.ByName("FetchWorkspaceChunks")),
 		connect.WithHandlerOptions(opts...),
 	)
+	runnerServiceCopyWorkspaceHandler := connect.NewUnaryHandler(
+		RunnerServiceCopyWorkspaceProcedure,
+		svc.CopyWorkspace,
+		connect.WithSchema(runnerServiceMethods.ByName("CopyWorkspace")),
+		connect.WithHandlerOptions(opts...),
+	)
+	runnerServiceRecordWorkspaceCopyHandler := connect.NewUnaryHandler(
+		RunnerServiceRecordWorkspaceCopyProcedure,
+		svc.RecordWorkspaceCopy,
+		connect.WithSchema(runnerServiceMethods.ByName("RecordWorkspaceCopy")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.RunnerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RunnerServiceAppendRunnerEventsProcedure:
@@ -1157,6 +1207,10 @@ func NewRunnerServiceHandler(svc RunnerServiceHandler, opts ...connect.HandlerOp
 			runnerServiceGetWorkspaceManifestHandler.ServeHTTP(w, r)
 		case RunnerServiceFetchWorkspaceChunksProcedure:
 			runnerServiceFetchWorkspaceChunksHandler.ServeHTTP(w, r)
+		case RunnerServiceCopyWorkspaceProcedure:
+			runnerServiceCopyWorkspaceHandler.ServeHTTP(w, r)
+		case RunnerServiceRecordWorkspaceCopyProcedure:
+			runnerServiceRecordWorkspaceCopyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1188,4 +1242,12 @@ func (UnimplementedRunnerServiceHandler) GetWorkspaceManifest(context.Context, *
 
 func (UnimplementedRunnerServiceHandler) FetchWorkspaceChunks(context.Context, *connect.Request[v1.FetchWorkspaceChunksRequest], *connect.ServerStream[v1.FetchWorkspaceChunksResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.FetchWorkspaceChunks is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) CopyWorkspace(context.Context, *connect.Request[v1.CopyWorkspaceRequest]) (*connect.Response[v1.CopyWorkspaceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.CopyWorkspace is not implemented"))
+}
+
+func (UnimplementedRunnerServiceHandler) RecordWorkspaceCopy(context.Context, *connect.Request[v1.RecordWorkspaceCopyRequest]) (*connect.Response[v1.RecordWorkspaceCopyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.RunnerService.RecordWorkspaceCopy is not implemented"))
 }
