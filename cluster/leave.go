@@ -30,7 +30,7 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if in, _ := c.inConfiguration(id); in {
-			return fmt.Errorf("leader did not remove this node within %s", timeout)
+			return fmt.Errorf("%w within %s", ErrStillInConfiguration, timeout)
 		}
 		return nil
 	}

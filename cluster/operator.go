@@ -19,6 +19,11 @@ var (
 	// ErrPeerNotFound: no such server in the Raft configuration (or, for a
 	// leadership transfer, no such voter).
 	ErrPeerNotFound = errors.New("not in the raft configuration")
+	// ErrStillInConfiguration: a leaving follower's own replica still
+	// lists it. The leader may have removed it all the same: raft stops
+	// replicating to a removed server, which then never learns of its
+	// removal (ask the leader).
+	ErrStillInConfiguration = errors.New("this node is still in its own copy of the raft configuration")
 	// ErrRemoveLeader: the leader cannot remove itself by hand.
 	ErrRemoveLeader = errors.New("cannot remove the leader; transfer leadership first (fakctl operator raft transfer-leader) or make it leave (fakctl cluster leave)")
 	// ErrPeerAlive: the server is alive in gossip, so the leader would add

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,8 @@ type Node struct {
 	api     *api.Server
 	apiLn   net.Listener
 	runner  *runner.Runner
+	// peerTLS is the client TLS configuration for other nodes' APIs.
+	peerTLS *tls.Config
 	// copier is the runner once it exists, for the API (workspace copies).
 	copier   atomic.Pointer[runner.Runner]
 	runnerIO *apiWriter
@@ -139,6 +142,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln, metrics: m,
 		serveErr: make(chan error, 1), done: make(chan struct{}),
 	}
+	n.peerTLS = sec.peerClientTLS()
 	mv := newMover(n)
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
@@ -221,7 +225,7 @@ func (n *Node) ServeErr() <-chan error { return n.serveErr }
 // Leave leaves the cluster gracefully, then shuts down.
 func (n *Node) Leave() error {
 	n.logger.Info("leaving cluster")
-	err := n.cluster.Leave(leaveTimeout)
+	err := n.leave()
 	if err != nil {
 		n.logger.Warn("graceful leave incomplete", "error", err)
 	}
@@ -235,7 +239,7 @@ func (n *Node) Leave() error {
 // after the response has been written.
 func (n *Node) leaveAndShutdown() error {
 	n.logger.Info("leave requested over the API")
-	if err := n.cluster.Leave(leaveTimeout); err != nil {
+	if err := n.leave(); err != nil {
 		return err
 	}
 	go func() {
