@@ -7,7 +7,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/cluster"
@@ -25,12 +24,8 @@ func (n *Node) leave() error {
 	if addr == "" {
 		return err
 	}
-	var opts []connect.ClientOption
-	if toks := n.cfg.runnerTokens(); len(toks) > 0 {
-		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(toks[0])))
-	}
-	tlsCfg := n.peerTLS
-	cl := fakv1connect.NewClusterServiceClient(apiclient.NewTLSHTTPClient(tlsCfg, nil), apiclient.Scheme(tlsCfg != nil)+"://"+addr, opts...)
+	hc, base, opts := nodeClient(addr, n.cfg.runnerTokens(), n.peerTLS)
+	cl := fakv1connect.NewClusterServiceClient(hc, base, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {

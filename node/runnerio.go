@@ -34,18 +34,24 @@ type apiWriter struct {
 // With tlsCfg (the node's peer client configuration) the writer reaches
 // its own API over mutual TLS, as a peer would.
 func newAPIWriter(apiAddr string, tokens []string, tlsCfg *tls.Config) *apiWriter {
-	base := apiclient.Scheme(tlsCfg != nil) + "://" + apiAddr
-	var opts []connect.ClientOption
-	if len(tokens) > 0 {
-		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(tokens[0])))
-	}
-	hc := apiclient.NewTLSHTTPClient(tlsCfg, nil)
+	hc, base, opts := nodeClient(apiAddr, tokens, tlsCfg)
 	return &apiWriter{
 		http:      hc,
 		runner:    fakv1connect.NewRunnerServiceClient(hc, base, opts...),
 		sessions:  fakv1connect.NewSessionServiceClient(hc, base, opts...),
 		lifecycle: fakv1connect.NewLifecycleServiceClient(hc, base, opts...),
 	}
+}
+
+// nodeClient is how this node calls a node's API (its own, or a peer's):
+// an HTTP client with the node's peer TLS, the base URL of addr, and the
+// node's own token.
+func nodeClient(addr string, tokens []string, tlsCfg *tls.Config) (*http.Client, string, []connect.ClientOption) {
+	var opts []connect.ClientOption
+	if len(tokens) > 0 {
+		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(tokens[0])))
+	}
+	return apiclient.NewTLSHTTPClient(tlsCfg, nil), apiclient.Scheme(tlsCfg != nil) + "://" + addr, opts
 }
 
 // close drops the writer's connections once the runner has stopped.

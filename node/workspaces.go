@@ -10,7 +10,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/fsm"
@@ -57,11 +56,8 @@ func (p *peerWorkspaces) source(node string) (runner.WorkspaceSource, error) {
 		// Chunks are sent as they are: an agent's files are often
 		// compressed already, and gzip of a 1 MiB chunk costs the source
 		// more than the wire saves on a LAN.
-		opts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
-		if len(p.tokens) > 0 {
-			opts = append(opts, connect.WithInterceptors(apiclient.Bearer(p.tokens[0])))
-		}
-		c = fakv1connect.NewRunnerServiceClient(apiclient.NewTLSHTTPClient(p.tls, nil), apiclient.Scheme(p.tls != nil)+"://"+addr, opts...)
+		hc, base, opts := nodeClient(addr, p.tokens, p.tls)
+		c = fakv1connect.NewRunnerServiceClient(hc, base, append(opts, connect.WithAcceptCompression("gzip", nil, nil))...)
 		p.clients[addr] = c
 	}
 	return peerSource{c}, nil

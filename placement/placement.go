@@ -193,24 +193,17 @@ func Refusals(target string, all []Decision) string {
 	return strings.Join(out, " | ")
 }
 
+// exhaustedAxis names the first axis of e that is used up — the FSM's own
+// rule (fsm.Exhausted), every axis included — by the name a refusal shows.
 func exhaustedAxis(e *fsmpb.Envelope) string {
 	if e == nil {
 		return ""
 	}
-	l, u := e.GetLimits(), e.GetUsed()
-	for _, x := range []struct {
-		name        string
-		limit, used uint64
-	}{
-		{"turns", l.GetTurns(), u.GetTurns()}, {"output_tokens", l.GetOutputTokens(), u.GetOutputTokens()},
-		{"queries", l.GetQueries(), u.GetQueries()}, {"spend", l.GetSpendMicros(), u.GetSpendMicros()},
-		{"tool_calls", l.GetToolCalls(), u.GetToolCalls()},
-	} {
-		if x.limit > 0 && x.used >= x.limit {
-			return x.name
-		}
+	axis := fsm.Exhausted(e, nil)
+	if axis == "spend_micros" {
+		return "spend" // a refusal speaks of the spend, not its unit
 	}
-	return ""
+	return axis
 }
 
 func missingLabels(rec *fsmpb.NodeRecord, want map[string]string) []string {

@@ -156,7 +156,7 @@ func (r *Runner) fetchSnapshot(ctx context.Context, from, digest string) (*works
 	// Only what this store lacks crosses (an earlier move, a broken
 	// transfer resumed, a chunk found altered and dropped).
 	missing := store.Missing(man)
-	sizes := chunkSizes(man)
+	sizes := man.ChunkSizes()
 	for _, h := range man.Chunks() {
 		t.ChunksPresent++
 		t.BytesPresent += uint64(sizes[h])
@@ -182,17 +182,6 @@ func (r *Runner) fetchSnapshot(ctx context.Context, from, digest string) (*works
 		return nil, nil, err
 	}
 	return man, t, nil
-}
-
-// chunkSizes is the length of each distinct chunk of m.
-func chunkSizes(m *workspace.Manifest) map[string]int64 {
-	sizes := map[string]int64{}
-	for _, e := range m.Entries {
-		for i, h := range e.Chunks {
-			sizes[h] = min(int64(workspace.ChunkSize), e.Size-int64(i)*workspace.ChunkSize)
-		}
-	}
-	return sizes
 }
 
 // fetchChunks reads the missing chunks from the source into the store,

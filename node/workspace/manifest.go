@@ -174,3 +174,14 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// ChunkSizes is the length of each distinct chunk of m.
+func (m *Manifest) ChunkSizes() map[string]int64 {
+	sizes := map[string]int64{}
+	for _, e := range m.Entries {
+		for i, h := range e.Chunks {
+			sizes[h] = chunkLen(e.Size, i)
+		}
+	}
+	return sizes
+}

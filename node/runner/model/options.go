@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fak-dev/fak/api/gateway"
 	"github.com/fak-dev/fak/node/runner/proc"
 )
 
@@ -45,17 +46,12 @@ const MaxRetryWait = 30 * time.Second
 const ShellTimeout = 10 * time.Minute
 
 // Price is what the endpoint charges, in currency units per million
-// tokens.
-type Price struct{ InputPerMTok, OutputPerMTok float64 }
+// tokens: the gateway's price (one rule for every charge fak makes).
+type Price = gateway.Price
 
-// spendMicros is the spend of one call in millionths of a currency unit:
-// tokens × (units per 1e6 tokens) × 1e6 µunits per unit.
-func (p Price) spendMicros(prompt, completion int64) uint64 {
-	s := float64(prompt)*p.InputPerMTok + float64(completion)*p.OutputPerMTok
-	if s <= 0 {
-		return 0
-	}
-	return uint64(s + 0.5)
+// spendMicros is the spend of one call in millionths of a currency unit.
+func spendMicros(p Price, prompt, completion int64) uint64 {
+	return p.SpendMicros(gateway.Usage{InputTokens: uint64(max(prompt, 0)), OutputTokens: uint64(max(completion, 0))})
 }
 
 // Options configure a model runtime (a runtime block with adapter =

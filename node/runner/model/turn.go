@@ -140,7 +140,7 @@ func (rt *runtime) countUsage(st *turnState, u *tokens) *fsmpb.Budget {
 	st.prompt += u.prompt
 	st.completion += u.completion
 	st.context = u.prompt
-	usage := &fsmpb.Budget{OutputTokens: uint64(max(u.completion, 0)), SpendMicros: rt.o.Price.spendMicros(u.prompt, u.completion)}
+	usage := &fsmpb.Budget{OutputTokens: uint64(max(u.completion, 0)), SpendMicros: spendMicros(rt.o.Price, u.prompt, u.completion)}
 	if usage.OutputTokens == 0 && usage.SpendMicros == 0 {
 		return nil
 	}

@@ -65,10 +65,10 @@ func TestUpstreamMessage(t *testing.T) {
 func TestSpendMicros(t *testing.T) {
 	p := Price{InputPerMTok: 2.5, OutputPerMTok: 10}
 	// 1234 × 2.5 + 567 × 10 = 3085 + 5670.
-	if got := p.spendMicros(1234, 567); got != 8755 {
+	if got := spendMicros(p, 1234, 567); got != 8755 {
 		t.Fatalf("spend %d µ, want 8755", got)
 	}
-	if got := (Price{}).spendMicros(1e6, 1e6); got != 0 {
+	if got := spendMicros(Price{}, 1e6, 1e6); got != 0 {
 		t.Fatalf("free model costs %d", got)
 	}
 }
