@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // The lines of fak runtime protocol v1 (docs/runtime-protocol.md).
@@ -44,15 +45,7 @@ type approvalAnswer struct {
 
 // encodeLine marshals v as one line: JSON escapes every newline inside
 // strings, and the encoder ends the line.
-func encodeLine(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
+func encodeLine(v any) ([]byte, error) { return proc.EncodeLine(v) }
 
 // The lines a process writes, decoded and checked.
 type (

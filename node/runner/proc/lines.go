@@ -3,6 +3,7 @@ package proc
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,4 +77,17 @@ func (l *LineReader) Next() ([]byte, error) {
 func (l *LineReader) Discard() int64 {
 	n, _ := io.Copy(io.Discard, l.r)
 	return n
+}
+
+// EncodeLine marshals v as one JSON line for a process's stdin: JSON
+// escapes every newline inside strings, the encoder ends the line, and
+// HTML characters stay as they are.
+func EncodeLine(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

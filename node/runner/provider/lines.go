@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fak-dev/fak/node/runner"
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // maxLineBytes bounds one line of a CLI's stdout. A provider's line holds
@@ -50,15 +51,13 @@ func decode(line []byte, typ string, v any) error {
 // encodeLine marshals v as one line: JSON escapes every newline inside
 // strings, and the encoder ends the line.
 func encodeLine(v any) []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := proc.EncodeLine(v)
+	if err != nil {
 		// Only values that cannot fail are encoded: fak's own structs
 		// and JSON the CLI sent.
 		panic(fmt.Sprintf("provider: encoding %T: %v", v, err))
 	}
-	return b.Bytes()
+	return b
 }
 
 // marshal is an event's JSON data.
