@@ -287,3 +287,36 @@ func TestParseRoute(t *testing.T) {
 		}
 	}
 }
+
+// pass_through forwards the caller's own provider key when the caller
+// authenticates to fak by X-Fak-Token; without it the account's key goes.
+func TestGateway_PassThroughForwardsTheCallersOwnKey(t *testing.T) {
+	up := newUpstream(t, sse(t, "anthropic_tool_use.sse"))
+	m := &fakeMeter{charged: make(chan struct{}, 4)}
+	h := New(Options{
+		Accounts: []Account{{Name: "mine", Provider: Anthropic, Upstream: up.URL, PassThrough: true,
+			Key: func() (string, error) { return "sk-account", nil }}},
+		Meter:     m,
+		Authorize: func(tok string) error { return map[bool]error{true: nil, false: errors.New("invalid token")}[tok == "fak-token"] },
+	})
+	gw := httptest.NewServer(h)
+	t.Cleanup(func() { gw.Close(); h.Wait() })
+	for _, tc := range []struct {
+		hdr  map[string]string
+		want string
+	}{
+		{map[string]string{"X-Api-Key": "sk-caller", HeaderFakToken: "fak-token", "X-Trace-Id": "s1"}, "sk-caller"},
+		{map[string]string{"X-Api-Key": "fak-token", "X-Trace-Id": "s1"}, "sk-account"}, // fak's token is not forwarded
+	} {
+		resp := post(t, gw.URL+"/gateway/anthropic/v1/messages", tc.hdr, `{"stream":true}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		m.waitCharge(t)
+		up.mu.Lock()
+		got := up.lastHdr.Get("X-Api-Key")
+		up.mu.Unlock()
+		if resp.StatusCode != 200 || got != tc.want {
+			t.Fatalf("headers %v: status %d, upstream key %q, want %q", tc.hdr, resp.StatusCode, got, tc.want)
+		}
+	}
+}
