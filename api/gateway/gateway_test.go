@@ -296,8 +296,10 @@ func TestGateway_PassThroughForwardsTheCallersOwnKey(t *testing.T) {
 	h := New(Options{
 		Accounts: []Account{{Name: "mine", Provider: Anthropic, Upstream: up.URL, PassThrough: true,
 			Key: func() (string, error) { return "sk-account", nil }}},
-		Meter:     m,
-		Authorize: func(tok string) error { return map[bool]error{true: nil, false: errors.New("invalid token")}[tok == "fak-token"] },
+		Meter: m,
+		Authorize: func(tok string) error {
+			return map[bool]error{true: nil, false: errors.New("invalid token")}[tok == "fak-token"]
+		},
 	})
 	gw := httptest.NewServer(h)
 	t.Cleanup(func() { gw.Close(); h.Wait() })
