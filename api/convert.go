@@ -33,7 +33,17 @@ func sessionToAPI(s *fsmpb.Session) *fakv1.Session {
 		ResetSeq: s.ResetSeq,
 		Move:     moveToAPI(s.SessionId, s.Move), MovesCompleted: s.MovesCompleted,
 		RecoverManual: s.RecoverManual, Stranded: s.Stranded, StrandedNode: s.StrandedNode,
+		WorkspaceCopy: workspaceCopyToAPI(s.WorkspaceCopy),
 	}
+}
+
+func workspaceCopyToAPI(cp *fsmpb.WorkspaceCopy) *fakv1.WorkspaceCopy {
+	if cp == nil {
+		return nil
+	}
+	return &fakv1.WorkspaceCopy{Node: cp.Node, Digest: cp.Workspace.GetDigest(), Bytes: cp.Workspace.GetBytes(),
+		Chunks: cp.Workspace.GetChunks(), Epoch: cp.Epoch, AfterInput: cp.AfterInput, TurnsCompleted: cp.TurnsCompleted,
+		Transfer: TransferToAPI(cp.Transfer), CopyNanos: cp.CopyNanos}
 }
 
 func placementToAPI(p *fsmpb.Placement) *fakv1.Placement {
@@ -114,5 +124,13 @@ func moveToAPI(sessionID string, m *fsmpb.Move) *fakv1.Move {
 		Checks: m.Checks, Degradation: m.Degradation, AcceptDegradation: m.AcceptDegradation,
 		WorkspaceDigest: m.Workspace.GetDigest(), WorkspaceBytes: m.Workspace.GetBytes(), WorkspaceChunks: m.Workspace.GetChunks(),
 		WorkspaceSnapshotMs: time.Duration(m.Workspace.GetSnapshotNanos()).Milliseconds(), WorkspaceTransfer: TransferToAPI(m.Transfer),
+		CacheLineage: cacheLineageToAPI(m.CacheLineage), WarmupNanos: m.WarmupNanos,
 	}
+}
+
+func cacheLineageToAPI(l *fsmpb.CacheLineage) *fakv1.CacheLineage {
+	if l == nil {
+		return nil
+	}
+	return &fakv1.CacheLineage{ProviderThread: l.ProviderThread, Cache: l.Cache, Why: l.Why}
 }

@@ -77,11 +77,12 @@ func (h *runnerHandler) CopyWorkspace(ctx context.Context, req *connect.Request[
 	if m.SessionId == "" || m.Digest == "" || len(m.Digest) > fsm.MaxWorkspaceDigestBytes || m.FromNode == "" {
 		return nil, invalidArgument("session_id, digest (at most %d bytes) and from_node are required", fsm.MaxWorkspaceDigestBytes)
 	}
-	sent, present, err := h.s.cfg.CopyWorkspace(ctx, m.SessionId, m.Digest, m.FromNode)
+	t, err := h.s.cfg.CopyWorkspace(ctx, m.SessionId, m.Digest, m.FromNode)
 	if err != nil {
 		return nil, toConnectError(err)
 	}
-	return connect.NewResponse(&fakv1.CopyWorkspaceResponse{BytesSent: sent, BytesPresent: present}), nil
+	return connect.NewResponse(&fakv1.CopyWorkspaceResponse{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent,
+		ChunksSent: t.ChunksSent, ChunksPresent: t.ChunksPresent, FetchNanos: t.FetchNanos}), nil
 }
 
 // RecordWorkspaceCopy records, fenced by the host's epoch, that a node
@@ -98,6 +99,7 @@ func (h *runnerHandler) RecordWorkspaceCopy(ctx context.Context, req *connect.Re
 				SessionId: m.SessionId, Epoch: m.Epoch, Copy: &fsmpb.WorkspaceCopy{
 					Workspace: &fsmpb.Workspace{Digest: m.Digest, Bytes: m.Bytes, Chunks: m.Chunks},
 					Node:      m.Node, AfterInput: m.AfterInput, TurnsCompleted: m.TurnsCompleted,
+					Transfer: transferFromAPI(m.Transfer), CopyNanos: m.CopyNanos,
 				}}}}
 		},
 		func(*fsmpb.Result) *fakv1.RecordWorkspaceCopyResponse { return &fakv1.RecordWorkspaceCopyResponse{} },

@@ -21,6 +21,7 @@ import (
 	"github.com/fak-dev/fak/api/web"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
 // DefaultMaxEventBytes is the default limit on one event's text + data.
@@ -63,7 +64,7 @@ type Config struct {
 	Workspaces WorkspaceStore
 	// CopyWorkspace makes this node hold a copy of a session's workspace
 	// snapshot, read from the node that holds it (nil: refused).
-	CopyWorkspace func(ctx context.Context, sessionID, digest, from string) (sent, present uint64, err error)
+	CopyWorkspace func(ctx context.Context, sessionID, digest, from string) (*fsmpb.WorkspaceTransfer, error)
 	// Gateway configures the metering gateway served at /gateway/ (nil:
 	// served with no account: every call is refused NO_ACCOUNT).
 	Gateway *GatewayConfig

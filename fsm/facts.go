@@ -203,6 +203,11 @@ type moveFact struct {
 	// or that none survives (the session starts with an empty workspace).
 	WorkspaceFrom  string `json:"workspace_from,omitempty"`
 	WorkspaceReset bool   `json:"workspace_reset,omitempty"`
+	// move.restored and move.warmed: the cache lineage continued.
+	Cache *cacheFact `json:"cache,omitempty"`
+	// move.warmed: the first turn after cutover (its input) and its time.
+	WarmupNanos int64  `json:"warmup_nanos,omitempty"`
+	InputSeq    uint64 `json:"input_seq,omitempty"`
 }
 
 // workspaceFact is a workspace snapshot a checkpoint carries.

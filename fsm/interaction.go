@@ -157,6 +157,7 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 			}
 			s.TurnInputSeq = s.QueuedInputs[0]
 			s.QueuedInputs = s.QueuedInputs[1:]
+			noteTurnStart(c, s)
 		case KindApprovalRequested:
 			if !inTurn || s.PendingApprovalSeq != 0 {
 				return nil, errorf(ReasonTurnOrder, "event %d: approval.requested needs a running turn and no pending approval", i)
@@ -181,16 +182,22 @@ func (a *applier) runnerAppend(c *fsmpb.Command, cmd *fsmpb.RunnerAppend) (*fsmp
 			}
 		}
 		ev := newEvent(s, c, in.Kind, in.Text, in.Data)
+		var warmed *fsmpb.Event
 		switch in.Kind {
 		case KindApprovalRequested:
 			s.PendingApprovalSeq = ev.Seq
 			s.Approval = &fsmpb.Approval{ApprovalSeq: ev.Seq}
 		case KindTurnCompleted:
+			input := s.TurnInputSeq
 			s.TurnInputSeq = 0
 			s.PendingApprovalSeq = 0
 			s.TurnsCompleted++
+			warmed = warmedUp(c, s, input)
 		}
 		events = append(events, ev)
+		if warmed != nil {
+			events = append(events, warmed)
+		}
 	}
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putEvents(events...)

@@ -35,6 +35,7 @@ const (
 	KindMoveCutover      = "move.cutover"
 	KindMoveFailed       = "move.failed"
 	KindMoveUnsafe       = "move.unsafe"
+	KindMoveWarmed       = "move.warmed"
 
 	KindTurnStarted       = "turn.started"
 	KindOutput            = "output"
@@ -74,6 +75,7 @@ var systemKinds = map[string]bool{
 	KindMoveCutover:      true,
 	KindMoveFailed:       true,
 	KindMoveUnsafe:       true,
+	KindMoveWarmed:       true,
 }
 
 // runnerKinds are written by the runner of the current epoch (RunnerAppend).

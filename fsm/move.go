@@ -271,6 +271,9 @@ func (a *applier) moveRestore(c *fsmpb.Command, cmd *fsmpb.MoveRestore) (*fsmpb.
 			text += ", workspace: " + uitoa(t.BytesSent) + " bytes sent, " + uitoa(t.BytesPresent) + " already there"
 		}
 	}
+	s.Move.CacheLineage = cacheLineage(s, s.Move.Admitted)
+	f.Cache = cacheFactOf(s.Move.CacheLineage)
+	text += "; " + cacheText(s.Move.CacheLineage)
 	a.transition(c, s, MoveRestored, KindMoveRestored, text, f)
 	return moveResult(s), nil
 }

@@ -99,10 +99,11 @@ func TestMoveLegalTransitions(t *testing.T) {
 	r = h.apply1(at(t4, moveRestore("s1", "m1", 2, d)))
 	want.HeadSeq, want.UpdatedUnixNano = 15, t4
 	want.Move.State, want.Move.StateUnixNano, want.Move.NewEpoch = MoveRestored, t4, 2
+	want.Move.CacheLineage = &fsmpb.CacheLineage{Cache: CacheWarm, Why: "same provider, model, account and thread: the provider's cache can still be warm"}
 	want.MaxEpoch = 2
 	h.wantSession(r, want)
-	h.wantEvent("s1", 15, KindMoveRestored, "restored on n2 as epoch 2",
-		fmt.Sprintf(`{"move_id":"m1","state":"RESTORED","to":"n2","digest":"%s","new_epoch":2,"elapsed_nanos":%d}`, d, t4-t1), t4)
+	h.wantEvent("s1", 15, KindMoveRestored, "restored on n2 as epoch 2; cache can be warm",
+		fmt.Sprintf(`{"move_id":"m1","state":"RESTORED","to":"n2","digest":"%s","new_epoch":2,"elapsed_nanos":%d,"cache":{"cache":"warm","why":"same provider, model, account and thread: the provider's cache can still be warm"}}`, d, t4-t1), t4)
 
 	// Until the cutover the source epoch is the current one.
 	h.refused(submitInput("s1", "a1", 2, "too early"), ReasonStaleEpoch)
@@ -130,7 +131,7 @@ func TestMoveLegalTransitions(t *testing.T) {
 		"12 input during checkpoint",
 		"13 move.admitted destination n2 admitted",
 		"14 input during admission",
-		"15 move.restored restored on n2 as epoch 2",
+		"15 move.restored restored on n2 as epoch 2; cache can be warm",
 		"16 input during restore",
 		"17 epoch.changed epoch 2: echo opus on n2 (move)",
 		"18 move.cutover cutover: n1 → n2",

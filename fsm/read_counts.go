@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
@@ -20,13 +22,19 @@ type Counts struct {
 	OpenMoves int
 	// Stranded: sessions marked stranded (recover=manual on a dead node).
 	Stranded int
+	// Warmups: the warm-up of each session's last move that has one, by
+	// its cache lineage (warm, cold, none).
+	Warmups map[string][]time.Duration
+	// Copies: each session's newest workspace copy, what shipping it
+	// cost.
+	Copies []*fsmpb.WorkspaceCopy
 }
 
 // Counts reads the census in one read transaction: one pass over the
 // session records (decoded, like the controllers' scans) and the key count
 // of the attachments bucket.
 func (f *FSM) Counts() (Counts, error) {
-	c := Counts{Sessions: map[fsmpb.SessionState]int{}}
+	c := Counts{Sessions: map[fsmpb.SessionState]int{}, Warmups: map[string][]time.Duration{}}
 	err := f.view(func(tx *bolt.Tx) error {
 		c.Attachments = tx.Bucket(bucketAttachments).Stats().KeyN
 		var s fsmpb.Session
@@ -44,6 +52,13 @@ func (f *FSM) Counts() (Counts, error) {
 			}
 			if s.Stranded {
 				c.Stranded++
+			}
+			if m := s.Move; m.GetWarmupNanos() > 0 {
+				k := m.CacheLineage.GetCache()
+				c.Warmups[k] = append(c.Warmups[k], time.Duration(m.WarmupNanos))
+			}
+			if cp := s.WorkspaceCopy; cp != nil && cp.CopyNanos > 0 {
+				c.Copies = append(c.Copies, proto.Clone(cp).(*fsmpb.WorkspaceCopy))
 			}
 			return nil
 		})

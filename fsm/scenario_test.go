@@ -481,6 +481,11 @@ func (sc *scenario) session(s *fsmpb.Session) string {
 		m.GetSourceNode(), orAny(m.GetTarget().GetNode()), m.GetSourceEpoch())
 	add(m.GetCheckpointSeq() > 0, "move checkpoint: #%d", m.GetCheckpointSeq())
 	add(m.GetNewEpoch() > 0, "move restored as epoch %d on %s", m.GetNewEpoch(), m.GetAdmitted().GetNode())
+	if l := m.GetCacheLineage(); l != nil {
+		add(true, "move cache: %s (%s) thread %q", l.Cache, l.Why, l.ProviderThread)
+	}
+	add(m.GetWarmupStartedUnixNano() != 0, "move warm-up: input #%d, started %s, took %s", m.GetWarmupInput(),
+		rel(m.GetWarmupStartedUnixNano()), time.Duration(m.GetWarmupNanos()))
 	add(m.GetReason() != "", "move failed in %s: %s", m.GetPhase(), m.GetReason())
 	add(len(m.GetDegradation()) > 0, "move degradation: %v", m.GetDegradation())
 	add(s.MovesCompleted > 0, "moves completed: %d", s.MovesCompleted)

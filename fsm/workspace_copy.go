@@ -36,6 +36,11 @@ func (a *applier) recordWorkspaceCopy(c *fsmpb.Command, cmd *fsmpb.RecordWorkspa
 	s.WorkspaceCopy = &fsmpb.WorkspaceCopy{
 		Workspace: &fsmpb.Workspace{Digest: cp.Workspace.Digest, Bytes: cp.Workspace.Bytes, Chunks: cp.Workspace.Chunks},
 		Node:      cp.Node, Epoch: cmd.Epoch, AfterInput: cp.AfterInput, TurnsCompleted: cp.TurnsCompleted,
+		CopyNanos: max(cp.CopyNanos, 0),
+	}
+	if t := cp.Transfer; t != nil {
+		s.WorkspaceCopy.Transfer = &fsmpb.WorkspaceTransfer{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent,
+			ChunksSent: t.ChunksSent, ChunksPresent: t.ChunksPresent, FetchNanos: max(t.FetchNanos, 0)}
 	}
 	s.UpdatedUnixNano = c.TimeUnixNano
 	a.putSession(s)

@@ -256,10 +256,32 @@ var (
 	descAttachments = prometheus.NewDesc("fak_attachments", "Client attachments registered on sessions.", nil, nil)
 	descMovesOpen   = prometheus.NewDesc("fak_moves_open", "Sessions with a move in progress.", nil, nil)
 	descStranded    = prometheus.NewDesc("fak_sessions_stranded", "Sessions stranded on a dead node (recover=manual), waiting for an operator.", nil, nil)
+	descWarmup      = prometheus.NewDesc("fak_move_warmup_seconds",
+		"The warm-up of each session's last move: its first turn after cutover, turn.started to turn.completed (leader-stamped), by what the move kept of the provider cache (warm, cold, none).", []string{"cache"}, nil)
+	descCopyTime = prometheus.NewDesc("fak_workspace_copy_seconds",
+		"Each session's newest workspace copy on another node: from the end of its turn to the copy held (snapshot and transfer).", nil, nil)
+	descCopyBytes = prometheus.NewDesc("fak_workspace_copy_bytes",
+		"What each session's newest workspace copy cost, summed over sessions: bytes the copy node fetched (sent) and already held (present).", []string{"kind"}, nil)
 )
 
+// constHistogram buckets durations for a census: each session counts once.
+func constHistogram(desc *prometheus.Desc, ds []time.Duration, labels ...string) prometheus.Metric {
+	counts := make(map[float64]uint64, len(moveBuckets))
+	var sum float64
+	for _, d := range ds {
+		s := d.Seconds()
+		sum += s
+		for _, b := range moveBuckets {
+			if s <= b {
+				counts[b]++
+			}
+		}
+	}
+	return prometheus.MustNewConstHistogram(desc, uint64(len(ds)), sum, counts, labels...)
+}
+
 func (c fsmCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descLeases, descAttachments, descMovesOpen, descStranded} {
+	for _, d := range []*prometheus.Desc{descSessions, descLeases, descAttachments, descMovesOpen, descStranded, descWarmup, descCopyTime, descCopyBytes} {
 		ch <- d
 	}
 }
@@ -277,6 +299,19 @@ func (c fsmCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAttachments, prometheus.GaugeValue, float64(counts.Attachments))
 	ch <- prometheus.MustNewConstMetric(descMovesOpen, prometheus.GaugeValue, float64(counts.OpenMoves))
 	ch <- prometheus.MustNewConstMetric(descStranded, prometheus.GaugeValue, float64(counts.Stranded))
+	for _, cache := range []string{fsm.CacheWarm, fsm.CacheCold, fsm.CacheNone} {
+		ch <- constHistogram(descWarmup, counts.Warmups[cache], cache)
+	}
+	var took []time.Duration
+	var sent, present uint64
+	for _, cp := range counts.Copies {
+		took = append(took, time.Duration(cp.CopyNanos))
+		sent += cp.Transfer.GetBytesSent()
+		present += cp.Transfer.GetBytesPresent()
+	}
+	ch <- constHistogram(descCopyTime, took)
+	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(sent), "sent")
+	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(present), "present")
 }
 
 // sessionStateLabel: SESSION_STATE_ACTIVE → active.

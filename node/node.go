@@ -16,6 +16,7 @@ import (
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
 	"github.com/fak-dev/fak/node/workspace"
@@ -149,10 +150,10 @@ func Start(cfg Config) (*Node, error) {
 		MaxEventBytes: cfg.MaxEventBytes, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
 		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw, Workspaces: store,
-		CopyWorkspace: func(ctx context.Context, _, digest, from string) (uint64, uint64, error) {
+		CopyWorkspace: func(ctx context.Context, _, digest, from string) (*fsmpb.WorkspaceTransfer, error) {
 			r := n.copier.Load()
 			if r == nil {
-				return 0, 0, &fsm.Error{Reason: fsm.ReasonNotFound, Message: "node " + cfg.Name + " is starting: no workspace copies yet"}
+				return nil, &fsm.Error{Reason: fsm.ReasonNotFound, Message: "node " + cfg.Name + " is starting: no workspace copies yet"}
 			}
 			return r.HoldCopy(ctx, digest, from)
 		},

@@ -107,6 +107,7 @@ func (w *apiWriter) RecordWorkspaceCopy(ctx context.Context, sessionID string, e
 	_, err := w.runner.RecordWorkspaceCopy(ctx, connect.NewRequest(&fakv1.RecordWorkspaceCopyRequest{
 		SessionId: sessionID, Epoch: epoch, Node: cp.Node, Digest: cp.Workspace.GetDigest(), Bytes: cp.Workspace.GetBytes(),
 		Chunks: cp.Workspace.GetChunks(), AfterInput: cp.AfterInput, TurnsCompleted: cp.TurnsCompleted,
+		Transfer: api.TransferToAPI(cp.Transfer), CopyNanos: cp.CopyNanos,
 	}))
 	return classify(err)
 }

@@ -33,6 +33,7 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	n1, n2 := c.Node("n1"), c.Node("n2")
 	id := createPlaced(t, c, n1, "notes", "n1")
 	att := talk(t, c, n1, id)
+	var lastInput uint64
 	turn := func(epoch uint64, text string) string {
 		t.Helper()
 		in := actAt(t, c, n1, id, att, epoch, text)
@@ -40,6 +41,7 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 		if f["status"] != "completed" {
 			t.Fatalf("turn %q: %v\n%s", text, f, transcript(evs))
 		}
+		lastInput = in
 		return transcript(evs)
 	}
 	turn(1, "alpha")
@@ -55,6 +57,19 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	if !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") || !strings.Contains(out, "gamma") {
 		t.Fatalf("the turn on n2 does not see the files written on n1:\n%s", out)
 	}
+	// The first turn after the cutover was the move's warm-up; the copy
+	// n2 shipped after it sent what changed (notes.txt), not static.txt.
+	if m := waitMove(t, c, id, mv.MoveId, "warmed up", func(m *fakv1.Move) bool { return m.WarmupNanos > 0 }); m.CacheLineage.GetCache() != fsm.CacheNone {
+		t.Fatalf("move %+v: an exec runtime with no provider bound keeps no provider cache", m)
+	}
+	var cp *fakv1.WorkspaceCopy
+	c.WaitFor(30*time.Second, "the copy of the turn on n2", func() bool {
+		cp = describe(t, c, n1, id).GetWorkspaceCopy()
+		return cp.GetAfterInput() == lastInput
+	})
+	if cp.Node == "n2" || cp.CopyNanos <= 0 || cp.Transfer.GetBytesPresent() == 0 || cp.Transfer.GetBytesSent() >= cp.Bytes {
+		t.Fatalf("copy after the turn on n2: %+v, want another node holding it, its time, and only what changed sent", cp)
+	}
 	ws := filepath.Join(n2.DataDir, "workspaces", id)
 	if fi, err := os.Stat(filepath.Join(ws, "notes.txt")); err != nil || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("notes.txt on n2: %v %v, want mode 0640 carried", fi, err)
@@ -62,8 +77,11 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(ws, "sub", "link")); err != nil || target != "../notes.txt" {
 		t.Fatalf("sub/link on n2: %q %v", target, err)
 	}
-	checkpointed, restored := false, false
+	checkpointed, restored, warmed := false, false, false
 	for _, ev := range readAll(t, c, n1, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
+		if ev.Kind == fsm.KindMoveWarmed && strings.Contains(ev.Text, "first turn after the move") {
+			warmed = true
+		}
 		if ev.Kind == fsm.KindMoveCheckpointed && strings.Contains(ev.Text, "workspace") && strings.Contains(string(ev.Data), `"workspace":{"digest":"`) {
 			checkpointed = true
 		}
@@ -71,8 +89,9 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 			restored = true
 		}
 	}
-	if !checkpointed || !restored {
-		t.Fatalf("move.checkpointed says what workspace it carried: %v; move.restored what restoring it cost: %v", checkpointed, restored)
+	if !checkpointed || !restored || !warmed {
+		t.Fatalf("move.checkpointed says what workspace it carried: %v; move.restored what restoring it cost: %v; move.warmed the warm-up: %v",
+			checkpointed, restored, warmed)
 	}
 
 	// Alter every chunk n2 (now the source) holds. Its checkpoint keeps

@@ -13,6 +13,7 @@ import (
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/workspace"
 )
@@ -77,9 +78,14 @@ func (s peerSource) Manifest(ctx context.Context, digest string) ([]byte, error)
 
 // Copy asks the peer to hold a copy of a session's workspace snapshot,
 // read from node from.
-func (s peerSource) Copy(ctx context.Context, sessionID, digest, from string) error {
-	_, err := s.c.CopyWorkspace(ctx, connect.NewRequest(&fakv1.CopyWorkspaceRequest{SessionId: sessionID, Digest: digest, FromNode: from}))
-	return classify(err)
+func (s peerSource) Copy(ctx context.Context, sessionID, digest, from string) (*fsmpb.WorkspaceTransfer, error) {
+	resp, err := s.c.CopyWorkspace(ctx, connect.NewRequest(&fakv1.CopyWorkspaceRequest{SessionId: sessionID, Digest: digest, FromNode: from}))
+	if err != nil {
+		return nil, classify(err)
+	}
+	m := resp.Msg
+	return &fsmpb.WorkspaceTransfer{BytesSent: m.BytesSent, BytesPresent: m.BytesPresent, ChunksSent: m.ChunksSent,
+		ChunksPresent: m.ChunksPresent, FetchNanos: m.FetchNanos}, nil
 }
 
 func (s peerSource) Chunks(ctx context.Context, hashes []string, put func(hash string, data []byte) error) error {

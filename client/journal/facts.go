@@ -176,6 +176,21 @@ type Move struct {
 	// move.restored: what restoring it cost on the destination.
 	Workspace *Workspace `json:"workspace,omitempty"`
 	Transfer  *Transfer  `json:"transfer,omitempty"`
+	// move.restored, move.warmed: what the destination continues of the
+	// provider's cache.
+	Cache *Cache `json:"cache,omitempty"`
+	// move.warmed: the first turn after cutover (its input) and its time.
+	WarmupNanos int64  `json:"warmup_nanos,omitempty"`
+	InputSeq    uint64 `json:"input_seq,omitempty"`
+}
+
+// Cache is a move's cache lineage: the provider thread the destination
+// resumes and whether the provider's cache can still be warm (Cache:
+// "warm", "cold" — Why says what changed — or "none").
+type Cache struct {
+	ProviderThread string `json:"provider_thread,omitempty"`
+	Cache          string `json:"cache"`
+	Why            string `json:"why,omitempty"`
 }
 
 // Workspace is a workspace snapshot a move's checkpoint carries.
@@ -276,6 +291,7 @@ var decoders = map[string]func([]byte) (Fact, error){
 	KindMoveCutover:       decode[Move],
 	KindMoveFailed:        decode[Move],
 	KindMoveUnsafe:        decode[Move],
+	KindMoveWarmed:        decode[Move],
 	KindTurnStarted:       decode[Turn],
 	KindTurnCompleted:     decode[Turn],
 	KindToolCall:          decode[Tool],

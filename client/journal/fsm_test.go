@@ -167,6 +167,14 @@ func scenario(t *testing.T) *fleet {
 		Placement: &fsmpb.Placement{RuntimeAdapter: "echo", Model: "m1", Node: "n2"}, Checks: []string{"alive", "capacity"}}}))
 	fl.ok(cmd(&fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{SessionId: s1, MoveId: "mov_1", NewEpoch: fsm.NextEpoch(s), Digest: digest}}))
 	fl.ok(cmd(&fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{SessionId: s1, MoveId: "mov_1"}}))
+	// The first turn after the move: its warm-up.
+	in = fl.ok(cmd(&fsmpb.Command_SubmitInput{SubmitInput: &fsmpb.SubmitInput{SessionId: s1, AttachmentId: "att-1", ExpectedEpoch: 3, Text: "after the move"}}))
+	fl.ok(cmd(&fsmpb.Command_RunnerAppend{RunnerAppend: &fsmpb.RunnerAppend{SessionId: s1, Epoch: 3, Events: []*fsmpb.EventInput{
+		{Kind: fsm.KindTurnStarted, Text: "echo on n2", Data: jsonOf(map[string]any{"input_seq": in.GetAppend().GetFirstSeq(), "node": "n2", "adapter": "echo"})},
+	}}}))
+	fl.ok(cmd(&fsmpb.Command_RunnerAppend{RunnerAppend: &fsmpb.RunnerAppend{SessionId: s1, Epoch: 3, Events: []*fsmpb.EventInput{
+		{Kind: fsm.KindTurnCompleted, Text: "completed", Data: jsonOf(map[string]any{"status": "completed", "input_seq": in.GetAppend().GetFirstSeq()})},
+	}}}))
 	fl.ok(cmd(&fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{SessionId: s1, MoveId: "mov_2", Cause: fsm.MoveCauseDrain, Interrupt: true}}))
 	fl.ok(cmd(&fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{SessionId: s1, MoveId: "mov_2", Reason: "no node admits it"}}))
 	fl.ok(cmd(&fsmpb.Command_RequestMove{RequestMove: &fsmpb.RequestMove{SessionId: s1, MoveId: "mov_3", Target: &fsmpb.Placement{Node: "n1"}, Cause: fsm.MoveCauseOperator}}))
@@ -193,6 +201,7 @@ func TestEveryKindDecodes(t *testing.T) {
 		return &journal.Placement{RuntimeAdapter: "echo", Model: "m1", Node: node}
 	}
 	yes := true
+	warm := &journal.Cache{Cache: fsm.CacheWarm, Why: "same provider, model, account and thread: the provider's cache can still be warm"}
 	want := map[string]journal.Fact{
 		journal.KindSessionCreated: nil,
 		journal.KindEpochChanged: journal.EpochChange{Epoch: 1, Placement: &journal.Placement{
@@ -219,7 +228,8 @@ func TestEveryKindDecodes(t *testing.T) {
 		journal.KindMoveRequested:     journal.Move{MoveID: "mov_1", State: fsm.MoveSafePointRequested, Cause: "operator", From: "n1", To: "n2", SourceEpoch: 2},
 		journal.KindMoveCheckpointed:  journal.Move{MoveID: "mov_1", State: fsm.MoveCheckpointed, SourceEpoch: 2, CheckpointSeq: 28, Digest: strings.Repeat("ab", 32), ElapsedNanos: tick},
 		journal.KindMoveAdmitted:      journal.Move{MoveID: "mov_1", State: fsm.MoveAdmitted, To: "n2", Placement: echo("n2"), Checks: []string{"alive", "capacity"}, ElapsedNanos: 2 * tick},
-		journal.KindMoveRestored:      journal.Move{MoveID: "mov_1", State: fsm.MoveRestored, To: "n2", NewEpoch: 3, Digest: strings.Repeat("ab", 32), ElapsedNanos: 3 * tick},
+		journal.KindMoveRestored:      journal.Move{MoveID: "mov_1", State: fsm.MoveRestored, To: "n2", NewEpoch: 3, Digest: strings.Repeat("ab", 32), ElapsedNanos: 3 * tick, Cache: warm},
+		journal.KindMoveWarmed:        journal.Move{MoveID: "mov_1", State: fsm.MoveCutoverCommitted, To: "n2", NewEpoch: 3, ElapsedNanos: 7 * tick, Cache: warm, WarmupNanos: tick, InputSeq: 34},
 		journal.KindMoveCutover:       journal.Move{MoveID: "mov_1", State: fsm.MoveCutoverCommitted, Cause: "operator", From: "n1", To: "n2", NewEpoch: 3, ElapsedNanos: 4 * tick},
 		journal.KindMoveFailed:        journal.Move{MoveID: "mov_2", State: fsm.MoveFailed, From: "n2", Reason: "no node admits it", Phase: fsm.MoveSafePointRequested, ElapsedNanos: tick},
 		journal.KindMoveUnsafe:        journal.Move{MoveID: "mov_3", State: fsm.MoveUnsafe, From: "n2", Reason: "no safe point within 1s", Phase: fsm.MoveSafePointRequested, ElapsedNanos: tick},

@@ -38,6 +38,8 @@ const (
 	KindMoveCutover      = "move.cutover"
 	KindMoveFailed       = "move.failed"
 	KindMoveUnsafe       = "move.unsafe"
+	// After a move: its first turn in the new epoch completed (warm-up).
+	KindMoveWarmed = "move.warmed"
 
 	// Written by the runner of the current epoch.
 	KindTurnStarted       = "turn.started"
@@ -60,7 +62,7 @@ var kinds = func() []string {
 		KindResetBoundary, KindProviderBoundary, KindProviderBound, KindProviderEnd, KindCompaction,
 		KindBudgetCharged, KindBudgetExhausted, KindSessionForked, KindSessionStranded,
 		KindMoveRequested, KindMoveCheckpointed, KindMoveAdmitted, KindMoveRestored, KindMoveCutover,
-		KindMoveFailed, KindMoveUnsafe,
+		KindMoveFailed, KindMoveUnsafe, KindMoveWarmed,
 		KindTurnStarted, KindOutput, KindTurnCompleted, KindToolCall, KindToolResult, KindApprovalRequested,
 		KindNote, KindCheckpoint,
 	}

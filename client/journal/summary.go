@@ -330,7 +330,16 @@ func moveSummary(kind string, f Move) string {
 		if t := f.Transfer; t != nil && t.BytesSent+t.BytesPresent > 0 {
 			s += "; " + TransferText(t)
 		}
+		if c := f.Cache; c != nil {
+			s += "; " + CacheText(c)
+		}
 		return s + after
+	case KindMoveWarmed:
+		s := fmt.Sprintf("move warm-up: the first turn after the move (input #%d) took %s", f.InputSeq, fmtDuration(f.WarmupNanos))
+		if c := f.Cache; c != nil {
+			s += "; " + CacheText(c)
+		}
+		return s
 	case KindMoveCutover:
 		return fmt.Sprintf("move committed: %s → %s, epoch %d%s", f.From, f.To, f.NewEpoch, after)
 	}
@@ -379,6 +388,21 @@ func paren(s string) string {
 
 // TransferText says what restoring a workspace cost: what crossed, what
 // the destination already held, how long it took.
+// CacheText words a move's cache lineage: "cache can be warm (thread T
+// resumes)", "cold cache: model "a" → "b"", "no provider cache to keep".
+func CacheText(c *Cache) string {
+	switch c.Cache {
+	case "warm":
+		if c.ProviderThread != "" {
+			return "cache can be warm (thread " + c.ProviderThread + " resumes)"
+		}
+		return "cache can be warm"
+	case "cold":
+		return "cold cache: " + c.Why
+	}
+	return "no provider cache to keep"
+}
+
 func TransferText(t *Transfer) string {
 	return fmt.Sprintf("workspace: %s sent in %d chunks (%s), %s already there in %d, restored in %s",
 		FormatBytes(t.BytesSent), t.ChunksSent, fmtDuration(t.FetchNanos), FormatBytes(t.BytesPresent), t.ChunksPresent, fmtDuration(t.RestoreNanos))

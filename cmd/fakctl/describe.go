@@ -137,10 +137,28 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 	if m := s.GetMove(); m != nil {
 		fields = append(fields, [2]string{"Move", formatMove(m, s.GetMovesCompleted())})
 	}
+	if cp := s.GetWorkspaceCopy(); cp != nil {
+		fields = append(fields, [2]string{"Workspace copy", formatWorkspaceCopy(cp)})
+	}
 	return append(fields,
 		[2]string{"Created", formatTime(s.GetCreatedUnixNano())},
 		[2]string{"Updated", formatTime(s.GetUpdatedUnixNano())},
 	)
+}
+
+// formatWorkspaceCopy renders the copy a recovery would restore: "on n2
+// as of #12 (3 turns), 100.0 MB; 100.0 kB sent, 99.9 MB already there,
+// held 45ms after its turn".
+func formatWorkspaceCopy(cp *fakv1.WorkspaceCopy) string {
+	s := fmt.Sprintf("on %s as of #%d (%s), %s", cp.GetNode(), cp.GetAfterInput(),
+		journal.Plural(cp.GetTurnsCompleted(), "turn"), journal.FormatBytes(cp.GetBytes()))
+	if t := cp.GetTransfer(); t != nil {
+		s += fmt.Sprintf("; %s sent, %s already there", journal.FormatBytes(t.GetBytesSent()), journal.FormatBytes(t.GetBytesPresent()))
+	}
+	if n := cp.GetCopyNanos(); n > 0 {
+		s += ", held " + time.Duration(n).Round(time.Millisecond).String() + " after its turn"
+	}
+	return s
 }
 
 // formatStranded renders a stranded session's mark with what to do about

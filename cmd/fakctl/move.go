@@ -235,6 +235,9 @@ func moveTransition(f journal.Move, source string) string {
 		if t := f.Transfer; t != nil && t.BytesSent+t.BytesPresent > 0 {
 			s += "; " + journal.TransferText(t)
 		}
+		if c := f.Cache; c != nil {
+			s += "; " + journal.CacheText(c)
+		}
 		return s
 	case moveCutoverCommitted:
 		from := f.From
@@ -303,6 +306,16 @@ func writeMove(w io.Writer, sessionID string, m *fakv1.Move) error {
 	}
 	if a := m.GetAdmitted(); a != nil {
 		fields = append(fields, [2]string{"Admitted", journal.FormatPlacement(a)})
+	}
+	if l := m.GetCacheLineage(); l != nil {
+		fields = append(fields, [2]string{"Cache", journal.CacheText(&journal.Cache{ProviderThread: l.ProviderThread, Cache: l.Cache, Why: l.Why})})
+	}
+	if m.GetState() == moveCutoverCommitted {
+		warmup := "waiting for the first turn after the cutover"
+		if n := m.GetWarmupNanos(); n > 0 {
+			warmup = "the first turn after the cutover took " + time.Duration(n).Round(time.Millisecond).String()
+		}
+		fields = append(fields, [2]string{"Warm-up", warmup})
 	}
 	if len(m.GetChecks()) > 0 {
 		fields = append(fields, [2]string{"Checks passed", strings.Join(m.GetChecks(), ", ")})

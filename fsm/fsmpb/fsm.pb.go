@@ -749,8 +749,12 @@ type WorkspaceCopy struct {
 	// then (a recovery says how many later turns' changes it lacks).
 	AfterInput     uint64 `protobuf:"varint,4,opt,name=after_input,json=afterInput,proto3" json:"after_input,omitempty"`
 	TurnsCompleted uint64 `protobuf:"varint,5,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What shipping it cost: the chunks the copy node fetched and those it
+	// held already, and the time from the turn's end to the copy held.
+	Transfer      *WorkspaceTransfer `protobuf:"bytes,6,opt,name=transfer,proto3" json:"transfer,omitempty"`
+	CopyNanos     int64              `protobuf:"varint,7,opt,name=copy_nanos,json=copyNanos,proto3" json:"copy_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkspaceCopy) Reset() {
@@ -814,6 +818,20 @@ func (x *WorkspaceCopy) GetAfterInput() uint64 {
 func (x *WorkspaceCopy) GetTurnsCompleted() uint64 {
 	if x != nil {
 		return x.TurnsCompleted
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
+func (x *WorkspaceCopy) GetCopyNanos() int64 {
+	if x != nil {
+		return x.CopyNanos
 	}
 	return 0
 }
@@ -1780,6 +1798,71 @@ func (x *MoveRestore) GetTransfer() *WorkspaceTransfer {
 // WorkspaceTransfer is what a destination did to restore a workspace: the
 // bytes and chunks it fetched from the source and those its store already
 // held, how long the fetch and the whole restore took.
+// CacheLineage is what a move's destination continues of the provider's
+// cache: the provider thread it resumes ("" when none follows) and
+// whether the provider-side cache can still be warm ("warm": same
+// provider, model, account and thread; "cold": why lists what changed;
+// "none": the runtime calls no provider).
+type CacheLineage struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ProviderThread string                 `protobuf:"bytes,1,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
+	Cache          string                 `protobuf:"bytes,2,opt,name=cache,proto3" json:"cache,omitempty"`
+	Why            string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CacheLineage) Reset() {
+	*x = CacheLineage{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheLineage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheLineage) ProtoMessage() {}
+
+func (x *CacheLineage) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheLineage.ProtoReflect.Descriptor instead.
+func (*CacheLineage) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CacheLineage) GetProviderThread() string {
+	if x != nil {
+		return x.ProviderThread
+	}
+	return ""
+}
+
+func (x *CacheLineage) GetCache() string {
+	if x != nil {
+		return x.Cache
+	}
+	return ""
+}
+
+func (x *CacheLineage) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 type WorkspaceTransfer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BytesSent     uint64                 `protobuf:"varint,1,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
@@ -1794,7 +1877,7 @@ type WorkspaceTransfer struct {
 
 func (x *WorkspaceTransfer) Reset() {
 	*x = WorkspaceTransfer{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1889,7 @@ func (x *WorkspaceTransfer) String() string {
 func (*WorkspaceTransfer) ProtoMessage() {}
 
 func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[16]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1902,7 @@ func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceTransfer.ProtoReflect.Descriptor instead.
 func (*WorkspaceTransfer) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{16}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WorkspaceTransfer) GetBytesSent() uint64 {
@@ -1875,7 +1958,7 @@ type MoveCutover struct {
 
 func (x *MoveCutover) Reset() {
 	*x = MoveCutover{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1970,7 @@ func (x *MoveCutover) String() string {
 func (*MoveCutover) ProtoMessage() {}
 
 func (x *MoveCutover) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[17]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +1983,7 @@ func (x *MoveCutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveCutover.ProtoReflect.Descriptor instead.
 func (*MoveCutover) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{17}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MoveCutover) GetSessionId() string {
@@ -1931,7 +2014,7 @@ type MoveFail struct {
 
 func (x *MoveFail) Reset() {
 	*x = MoveFail{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2026,7 @@ func (x *MoveFail) String() string {
 func (*MoveFail) ProtoMessage() {}
 
 func (x *MoveFail) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[18]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2039,7 @@ func (x *MoveFail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveFail.ProtoReflect.Descriptor instead.
 func (*MoveFail) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{18}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MoveFail) GetSessionId() string {
@@ -2020,13 +2103,20 @@ type Move struct {
 	// A recovery with no copy: the destination starts with an empty
 	// workspace, and the journal says so.
 	WorkspaceReset bool `protobuf:"varint,22,opt,name=workspace_reset,json=workspaceReset,proto3" json:"workspace_reset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What the destination continues of the provider's cache (RESTORED).
+	CacheLineage *CacheLineage `protobuf:"bytes,23,opt,name=cache_lineage,json=cacheLineage,proto3" json:"cache_lineage,omitempty"`
+	// Warm-up: the first turn of the new epoch after cutover, from its
+	// turn.started (stamped then) to its turn.completed.
+	WarmupStartedUnixNano int64  `protobuf:"varint,24,opt,name=warmup_started_unix_nano,json=warmupStartedUnixNano,proto3" json:"warmup_started_unix_nano,omitempty"`
+	WarmupNanos           int64  `protobuf:"varint,25,opt,name=warmup_nanos,json=warmupNanos,proto3" json:"warmup_nanos,omitempty"`
+	WarmupInput           uint64 `protobuf:"varint,26,opt,name=warmup_input,json=warmupInput,proto3" json:"warmup_input,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
 	*x = Move{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2128,7 @@ func (x *Move) String() string {
 func (*Move) ProtoMessage() {}
 
 func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[19]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2141,7 @@ func (x *Move) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Move.ProtoReflect.Descriptor instead.
 func (*Move) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{19}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Move) GetMoveId() string {
@@ -2208,6 +2298,34 @@ func (x *Move) GetWorkspaceReset() bool {
 	return false
 }
 
+func (x *Move) GetCacheLineage() *CacheLineage {
+	if x != nil {
+		return x.CacheLineage
+	}
+	return nil
+}
+
+func (x *Move) GetWarmupStartedUnixNano() int64 {
+	if x != nil {
+		return x.WarmupStartedUnixNano
+	}
+	return 0
+}
+
+func (x *Move) GetWarmupNanos() int64 {
+	if x != nil {
+		return x.WarmupNanos
+	}
+	return 0
+}
+
+func (x *Move) GetWarmupInput() uint64 {
+	if x != nil {
+		return x.WarmupInput
+	}
+	return 0
+}
+
 // Batch is the payload of one Raft log entry: commands from many clients
 // coalesced on the leader so that one entry (one fsync, one replication
 // round) carries many of them.
@@ -2220,7 +2338,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2350,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[20]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2363,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{20}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -2272,7 +2390,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2402,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[21]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2415,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{21}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateSession) GetSessionId() string {
@@ -2352,7 +2470,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2482,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[22]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2495,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{22}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Budget) GetTurns() uint64 {
@@ -2440,7 +2558,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2570,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[23]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2583,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{23}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Policy) GetLimits() *Budget {
@@ -2530,7 +2648,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2660,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[24]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2673,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{24}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Envelope) GetEnvelopeId() string {
@@ -2646,7 +2764,7 @@ type RecordUsage struct {
 
 func (x *RecordUsage) Reset() {
 	*x = RecordUsage{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2776,7 @@ func (x *RecordUsage) String() string {
 func (*RecordUsage) ProtoMessage() {}
 
 func (x *RecordUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[25]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2789,7 @@ func (x *RecordUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordUsage.ProtoReflect.Descriptor instead.
 func (*RecordUsage) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{25}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RecordUsage) GetSessionId() string {
@@ -2721,7 +2839,7 @@ type FreshSession struct {
 
 func (x *FreshSession) Reset() {
 	*x = FreshSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2851,7 @@ func (x *FreshSession) String() string {
 func (*FreshSession) ProtoMessage() {}
 
 func (x *FreshSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[26]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2864,7 @@ func (x *FreshSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreshSession.ProtoReflect.Descriptor instead.
 func (*FreshSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{26}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FreshSession) GetSessionId() string {
@@ -2775,7 +2893,7 @@ type ResetSession struct {
 
 func (x *ResetSession) Reset() {
 	*x = ResetSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2905,7 @@ func (x *ResetSession) String() string {
 func (*ResetSession) ProtoMessage() {}
 
 func (x *ResetSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[27]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2918,7 @@ func (x *ResetSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetSession.ProtoReflect.Descriptor instead.
 func (*ResetSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{27}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResetSession) GetSessionId() string {
@@ -2835,7 +2953,7 @@ type ClearSession struct {
 
 func (x *ClearSession) Reset() {
 	*x = ClearSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +2965,7 @@ func (x *ClearSession) String() string {
 func (*ClearSession) ProtoMessage() {}
 
 func (x *ClearSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[28]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +2978,7 @@ func (x *ClearSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearSession.ProtoReflect.Descriptor instead.
 func (*ClearSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{28}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClearSession) GetSessionId() string {
@@ -2912,7 +3030,7 @@ type ForkSession struct {
 
 func (x *ForkSession) Reset() {
 	*x = ForkSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2924,7 +3042,7 @@ func (x *ForkSession) String() string {
 func (*ForkSession) ProtoMessage() {}
 
 func (x *ForkSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[29]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2937,7 +3055,7 @@ func (x *ForkSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSession.ProtoReflect.Descriptor instead.
 func (*ForkSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{29}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ForkSession) GetSourceSessionId() string {
@@ -2984,7 +3102,7 @@ type BindLaunch struct {
 
 func (x *BindLaunch) Reset() {
 	*x = BindLaunch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3114,7 @@ func (x *BindLaunch) String() string {
 func (*BindLaunch) ProtoMessage() {}
 
 func (x *BindLaunch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[30]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3127,7 @@ func (x *BindLaunch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindLaunch.ProtoReflect.Descriptor instead.
 func (*BindLaunch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{30}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BindLaunch) GetLaunchId() string {
@@ -3057,7 +3175,7 @@ type ProviderSessionStart struct {
 
 func (x *ProviderSessionStart) Reset() {
 	*x = ProviderSessionStart{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3069,7 +3187,7 @@ func (x *ProviderSessionStart) String() string {
 func (*ProviderSessionStart) ProtoMessage() {}
 
 func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[31]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3082,7 +3200,7 @@ func (x *ProviderSessionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionStart.ProtoReflect.Descriptor instead.
 func (*ProviderSessionStart) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{31}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProviderSessionStart) GetLaunchId() string {
@@ -3134,7 +3252,7 @@ type ProviderSessionEnd struct {
 
 func (x *ProviderSessionEnd) Reset() {
 	*x = ProviderSessionEnd{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3264,7 @@ func (x *ProviderSessionEnd) String() string {
 func (*ProviderSessionEnd) ProtoMessage() {}
 
 func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[32]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3277,7 @@ func (x *ProviderSessionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSessionEnd.ProtoReflect.Descriptor instead.
 func (*ProviderSessionEnd) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{32}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ProviderSessionEnd) GetLaunchId() string {
@@ -3217,7 +3335,7 @@ type Launch struct {
 
 func (x *Launch) Reset() {
 	*x = Launch{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3347,7 @@ func (x *Launch) String() string {
 func (*Launch) ProtoMessage() {}
 
 func (x *Launch) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[33]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3360,7 @@ func (x *Launch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Launch.ProtoReflect.Descriptor instead.
 func (*Launch) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{33}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Launch) GetLaunchId() string {
@@ -3308,7 +3426,7 @@ type LineageEdge struct {
 
 func (x *LineageEdge) Reset() {
 	*x = LineageEdge{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3438,7 @@ func (x *LineageEdge) String() string {
 func (*LineageEdge) ProtoMessage() {}
 
 func (x *LineageEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[34]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3451,7 @@ func (x *LineageEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LineageEdge.ProtoReflect.Descriptor instead.
 func (*LineageEdge) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{34}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LineageEdge) GetParent() string {
@@ -3395,7 +3513,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3525,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[35]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3538,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{35}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Placement) GetRuntimeAdapter() string {
@@ -3495,7 +3613,7 @@ type Attach struct {
 
 func (x *Attach) Reset() {
 	*x = Attach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3625,7 @@ func (x *Attach) String() string {
 func (*Attach) ProtoMessage() {}
 
 func (x *Attach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[36]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3638,7 @@ func (x *Attach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attach.ProtoReflect.Descriptor instead.
 func (*Attach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{36}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Attach) GetSessionId() string {
@@ -3584,7 +3702,7 @@ type KeepAlive struct {
 
 func (x *KeepAlive) Reset() {
 	*x = KeepAlive{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3596,7 +3714,7 @@ func (x *KeepAlive) String() string {
 func (*KeepAlive) ProtoMessage() {}
 
 func (x *KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[37]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3609,7 +3727,7 @@ func (x *KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAlive.ProtoReflect.Descriptor instead.
 func (*KeepAlive) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{37}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *KeepAlive) GetSessionId() string {
@@ -3646,7 +3764,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3776,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[38]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3789,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{38}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Detach) GetSessionId() string {
@@ -3707,7 +3825,7 @@ type TakeLease struct {
 
 func (x *TakeLease) Reset() {
 	*x = TakeLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3837,7 @@ func (x *TakeLease) String() string {
 func (*TakeLease) ProtoMessage() {}
 
 func (x *TakeLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[39]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3850,7 @@ func (x *TakeLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TakeLease.ProtoReflect.Descriptor instead.
 func (*TakeLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{39}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TakeLease) GetSessionId() string {
@@ -3774,7 +3892,7 @@ type RenewLease struct {
 
 func (x *RenewLease) Reset() {
 	*x = RenewLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +3904,7 @@ func (x *RenewLease) String() string {
 func (*RenewLease) ProtoMessage() {}
 
 func (x *RenewLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[40]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +3917,7 @@ func (x *RenewLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLease.ProtoReflect.Descriptor instead.
 func (*RenewLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{40}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenewLease) GetSessionId() string {
@@ -3837,7 +3955,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +3967,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[41]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +3980,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{41}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReleaseLease) GetSessionId() string {
@@ -3899,7 +4017,7 @@ type SubmitInput struct {
 
 func (x *SubmitInput) Reset() {
 	*x = SubmitInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3911,7 +4029,7 @@ func (x *SubmitInput) String() string {
 func (*SubmitInput) ProtoMessage() {}
 
 func (x *SubmitInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[42]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3924,7 +4042,7 @@ func (x *SubmitInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInput.ProtoReflect.Descriptor instead.
 func (*SubmitInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{42}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SubmitInput) GetSessionId() string {
@@ -3969,7 +4087,7 @@ type InterruptTurn struct {
 
 func (x *InterruptTurn) Reset() {
 	*x = InterruptTurn{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4099,7 @@ func (x *InterruptTurn) String() string {
 func (*InterruptTurn) ProtoMessage() {}
 
 func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[43]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4112,7 @@ func (x *InterruptTurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterruptTurn.ProtoReflect.Descriptor instead.
 func (*InterruptTurn) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{43}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *InterruptTurn) GetSessionId() string {
@@ -4032,7 +4150,7 @@ type AnswerApproval struct {
 
 func (x *AnswerApproval) Reset() {
 	*x = AnswerApproval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4162,7 @@ func (x *AnswerApproval) String() string {
 func (*AnswerApproval) ProtoMessage() {}
 
 func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[44]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4175,7 @@ func (x *AnswerApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerApproval.ProtoReflect.Descriptor instead.
 func (*AnswerApproval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{44}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AnswerApproval) GetSessionId() string {
@@ -4130,7 +4248,7 @@ type RunnerAppend struct {
 
 func (x *RunnerAppend) Reset() {
 	*x = RunnerAppend{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4142,7 +4260,7 @@ func (x *RunnerAppend) String() string {
 func (*RunnerAppend) ProtoMessage() {}
 
 func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[45]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4155,7 +4273,7 @@ func (x *RunnerAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunnerAppend.ProtoReflect.Descriptor instead.
 func (*RunnerAppend) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{45}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RunnerAppend) GetSessionId() string {
@@ -4226,7 +4344,7 @@ type ProviderBinding struct {
 
 func (x *ProviderBinding) Reset() {
 	*x = ProviderBinding{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4238,7 +4356,7 @@ func (x *ProviderBinding) String() string {
 func (*ProviderBinding) ProtoMessage() {}
 
 func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[46]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4251,7 +4369,7 @@ func (x *ProviderBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderBinding.ProtoReflect.Descriptor instead.
 func (*ProviderBinding) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{46}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ProviderBinding) GetProvider() string {
@@ -4281,7 +4399,7 @@ type AppendEvents struct {
 
 func (x *AppendEvents) Reset() {
 	*x = AppendEvents{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4293,7 +4411,7 @@ func (x *AppendEvents) String() string {
 func (*AppendEvents) ProtoMessage() {}
 
 func (x *AppendEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[47]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4306,7 +4424,7 @@ func (x *AppendEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendEvents.ProtoReflect.Descriptor instead.
 func (*AppendEvents) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{47}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AppendEvents) GetSessionId() string {
@@ -4341,7 +4459,7 @@ type EventInput struct {
 
 func (x *EventInput) Reset() {
 	*x = EventInput{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4471,7 @@ func (x *EventInput) String() string {
 func (*EventInput) ProtoMessage() {}
 
 func (x *EventInput) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[48]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4484,7 @@ func (x *EventInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventInput.ProtoReflect.Descriptor instead.
 func (*EventInput) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{48}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EventInput) GetKind() string {
@@ -4400,7 +4518,7 @@ type StopSession struct {
 
 func (x *StopSession) Reset() {
 	*x = StopSession{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4530,7 @@ func (x *StopSession) String() string {
 func (*StopSession) ProtoMessage() {}
 
 func (x *StopSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[49]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4543,7 @@ func (x *StopSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSession.ProtoReflect.Descriptor instead.
 func (*StopSession) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{49}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StopSession) GetSessionId() string {
@@ -4466,7 +4584,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4478,7 +4596,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[50]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4491,7 +4609,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{50}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Result) GetError() *Error {
@@ -4638,7 +4756,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4650,7 +4768,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[51]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4663,7 +4781,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{51}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Error) GetReason() string {
@@ -4703,7 +4821,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4715,7 +4833,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[52]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4728,7 +4846,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{52}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AppendResult) GetSessionId() string {
@@ -4837,7 +4955,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4849,7 +4967,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[53]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4862,7 +4980,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{53}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Session) GetSessionId() string {
@@ -5130,7 +5248,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5142,7 +5260,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[54]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5155,7 +5273,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{54}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Lease) GetAttachmentId() string {
@@ -5206,7 +5324,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5336,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[55]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5349,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{55}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Approval) GetApprovalSeq() uint64 {
@@ -5287,7 +5405,7 @@ type Attachment struct {
 
 func (x *Attachment) Reset() {
 	*x = Attachment{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5299,7 +5417,7 @@ func (x *Attachment) String() string {
 func (*Attachment) ProtoMessage() {}
 
 func (x *Attachment) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[56]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5312,7 +5430,7 @@ func (x *Attachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attachment.ProtoReflect.Descriptor instead.
 func (*Attachment) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{56}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Attachment) GetSessionId() string {
@@ -5394,7 +5512,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5406,7 +5524,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[57]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5419,7 +5537,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{57}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Event) GetSessionId() string {
@@ -5483,7 +5601,7 @@ type EventChunk struct {
 
 func (x *EventChunk) Reset() {
 	*x = EventChunk{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5495,7 +5613,7 @@ func (x *EventChunk) String() string {
 func (*EventChunk) ProtoMessage() {}
 
 func (x *EventChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[58]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5508,7 +5626,7 @@ func (x *EventChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventChunk.ProtoReflect.Descriptor instead.
 func (*EventChunk) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{58}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *EventChunk) GetEvents() []*Event {
@@ -5533,7 +5651,7 @@ type Boundary struct {
 
 func (x *Boundary) Reset() {
 	*x = Boundary{}
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5545,7 +5663,7 @@ func (x *Boundary) String() string {
 func (*Boundary) ProtoMessage() {}
 
 func (x *Boundary) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[59]
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5558,7 +5676,7 @@ func (x *Boundary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Boundary.ProtoReflect.Descriptor instead.
 func (*Boundary) Descriptor() ([]byte, []int) {
-	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{59}
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Boundary) GetAction() string {
@@ -5643,14 +5761,17 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12-\n" +
-	"\x04copy\x18\x03 \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\x04copy\"\xb8\x01\n" +
+	"\x04copy\x18\x03 \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\x04copy\"\x92\x02\n" +
 	"\rWorkspaceCopy\x123\n" +
 	"\tworkspace\x18\x01 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x1f\n" +
 	"\vafter_input\x18\x04 \x01(\x04R\n" +
 	"afterInput\x12'\n" +
-	"\x0fturns_completed\x18\x05 \x01(\x04R\x0eturnsCompleted\"\x8c\x01\n" +
+	"\x0fturns_completed\x18\x05 \x01(\x04R\x0eturnsCompleted\x129\n" +
+	"\btransfer\x18\x06 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\x12\x1d\n" +
+	"\n" +
+	"copy_nanos\x18\a \x01(\x03R\tcopyNanos\"\x8c\x01\n" +
 	"\x0eCreateAclToken\x12\x1f\n" +
 	"\vaccessor_id\x18\x01 \x01(\tR\n" +
 	"accessorId\x12#\n" +
@@ -5730,7 +5851,11 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x1b\n" +
 	"\tnew_epoch\x18\x03 \x01(\x04R\bnewEpoch\x12\x16\n" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x129\n" +
-	"\btransfer\x18\x05 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\"\xe5\x01\n" +
+	"\btransfer\x18\x05 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\"_\n" +
+	"\fCacheLineage\x12'\n" +
+	"\x0fprovider_thread\x18\x01 \x01(\tR\x0eproviderThread\x12\x14\n" +
+	"\x05cache\x18\x02 \x01(\tR\x05cache\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\"\xe5\x01\n" +
 	"\x11WorkspaceTransfer\x12\x1d\n" +
 	"\n" +
 	"bytes_sent\x18\x01 \x01(\x04R\tbytesSent\x12#\n" +
@@ -5750,7 +5875,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xb5\x06\n" +
+	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\xf3\a\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -5775,7 +5900,11 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tworkspace\x18\x13 \x01(\v2\x15.fak.fsm.v1.WorkspaceR\tworkspace\x129\n" +
 	"\btransfer\x18\x14 \x01(\v2\x1d.fak.fsm.v1.WorkspaceTransferR\btransfer\x12%\n" +
 	"\x0eworkspace_from\x18\x15 \x01(\tR\rworkspaceFrom\x12'\n" +
-	"\x0fworkspace_reset\x18\x16 \x01(\bR\x0eworkspaceReset\"8\n" +
+	"\x0fworkspace_reset\x18\x16 \x01(\bR\x0eworkspaceReset\x12=\n" +
+	"\rcache_lineage\x18\x17 \x01(\v2\x18.fak.fsm.v1.CacheLineageR\fcacheLineage\x127\n" +
+	"\x18warmup_started_unix_nano\x18\x18 \x01(\x03R\x15warmupStartedUnixNano\x12!\n" +
+	"\fwarmup_nanos\x18\x19 \x01(\x03R\vwarmupNanos\x12!\n" +
+	"\fwarmup_input\x18\x1a \x01(\x04R\vwarmupInput\"8\n" +
 	"\x05Batch\x12/\n" +
 	"\bcommands\x18\x01 \x03(\v2\x13.fak.fsm.v1.CommandR\bcommands\"\xc3\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -6103,7 +6232,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -6122,129 +6251,132 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*Workspace)(nil),            // 14: fak.fsm.v1.Workspace
 	(*MoveAdmit)(nil),            // 15: fak.fsm.v1.MoveAdmit
 	(*MoveRestore)(nil),          // 16: fak.fsm.v1.MoveRestore
-	(*WorkspaceTransfer)(nil),    // 17: fak.fsm.v1.WorkspaceTransfer
-	(*MoveCutover)(nil),          // 18: fak.fsm.v1.MoveCutover
-	(*MoveFail)(nil),             // 19: fak.fsm.v1.MoveFail
-	(*Move)(nil),                 // 20: fak.fsm.v1.Move
-	(*Batch)(nil),                // 21: fak.fsm.v1.Batch
-	(*CreateSession)(nil),        // 22: fak.fsm.v1.CreateSession
-	(*Budget)(nil),               // 23: fak.fsm.v1.Budget
-	(*Policy)(nil),               // 24: fak.fsm.v1.Policy
-	(*Envelope)(nil),             // 25: fak.fsm.v1.Envelope
-	(*RecordUsage)(nil),          // 26: fak.fsm.v1.RecordUsage
-	(*FreshSession)(nil),         // 27: fak.fsm.v1.FreshSession
-	(*ResetSession)(nil),         // 28: fak.fsm.v1.ResetSession
-	(*ClearSession)(nil),         // 29: fak.fsm.v1.ClearSession
-	(*ForkSession)(nil),          // 30: fak.fsm.v1.ForkSession
-	(*BindLaunch)(nil),           // 31: fak.fsm.v1.BindLaunch
-	(*ProviderSessionStart)(nil), // 32: fak.fsm.v1.ProviderSessionStart
-	(*ProviderSessionEnd)(nil),   // 33: fak.fsm.v1.ProviderSessionEnd
-	(*Launch)(nil),               // 34: fak.fsm.v1.Launch
-	(*LineageEdge)(nil),          // 35: fak.fsm.v1.LineageEdge
-	(*Placement)(nil),            // 36: fak.fsm.v1.Placement
-	(*Attach)(nil),               // 37: fak.fsm.v1.Attach
-	(*KeepAlive)(nil),            // 38: fak.fsm.v1.KeepAlive
-	(*Detach)(nil),               // 39: fak.fsm.v1.Detach
-	(*TakeLease)(nil),            // 40: fak.fsm.v1.TakeLease
-	(*RenewLease)(nil),           // 41: fak.fsm.v1.RenewLease
-	(*ReleaseLease)(nil),         // 42: fak.fsm.v1.ReleaseLease
-	(*SubmitInput)(nil),          // 43: fak.fsm.v1.SubmitInput
-	(*InterruptTurn)(nil),        // 44: fak.fsm.v1.InterruptTurn
-	(*AnswerApproval)(nil),       // 45: fak.fsm.v1.AnswerApproval
-	(*RunnerAppend)(nil),         // 46: fak.fsm.v1.RunnerAppend
-	(*ProviderBinding)(nil),      // 47: fak.fsm.v1.ProviderBinding
-	(*AppendEvents)(nil),         // 48: fak.fsm.v1.AppendEvents
-	(*EventInput)(nil),           // 49: fak.fsm.v1.EventInput
-	(*StopSession)(nil),          // 50: fak.fsm.v1.StopSession
-	(*Result)(nil),               // 51: fak.fsm.v1.Result
-	(*Error)(nil),                // 52: fak.fsm.v1.Error
-	(*AppendResult)(nil),         // 53: fak.fsm.v1.AppendResult
-	(*Session)(nil),              // 54: fak.fsm.v1.Session
-	(*Lease)(nil),                // 55: fak.fsm.v1.Lease
-	(*Approval)(nil),             // 56: fak.fsm.v1.Approval
-	(*Attachment)(nil),           // 57: fak.fsm.v1.Attachment
-	(*Event)(nil),                // 58: fak.fsm.v1.Event
-	(*EventChunk)(nil),           // 59: fak.fsm.v1.EventChunk
-	(*Boundary)(nil),             // 60: fak.fsm.v1.Boundary
+	(*CacheLineage)(nil),         // 17: fak.fsm.v1.CacheLineage
+	(*WorkspaceTransfer)(nil),    // 18: fak.fsm.v1.WorkspaceTransfer
+	(*MoveCutover)(nil),          // 19: fak.fsm.v1.MoveCutover
+	(*MoveFail)(nil),             // 20: fak.fsm.v1.MoveFail
+	(*Move)(nil),                 // 21: fak.fsm.v1.Move
+	(*Batch)(nil),                // 22: fak.fsm.v1.Batch
+	(*CreateSession)(nil),        // 23: fak.fsm.v1.CreateSession
+	(*Budget)(nil),               // 24: fak.fsm.v1.Budget
+	(*Policy)(nil),               // 25: fak.fsm.v1.Policy
+	(*Envelope)(nil),             // 26: fak.fsm.v1.Envelope
+	(*RecordUsage)(nil),          // 27: fak.fsm.v1.RecordUsage
+	(*FreshSession)(nil),         // 28: fak.fsm.v1.FreshSession
+	(*ResetSession)(nil),         // 29: fak.fsm.v1.ResetSession
+	(*ClearSession)(nil),         // 30: fak.fsm.v1.ClearSession
+	(*ForkSession)(nil),          // 31: fak.fsm.v1.ForkSession
+	(*BindLaunch)(nil),           // 32: fak.fsm.v1.BindLaunch
+	(*ProviderSessionStart)(nil), // 33: fak.fsm.v1.ProviderSessionStart
+	(*ProviderSessionEnd)(nil),   // 34: fak.fsm.v1.ProviderSessionEnd
+	(*Launch)(nil),               // 35: fak.fsm.v1.Launch
+	(*LineageEdge)(nil),          // 36: fak.fsm.v1.LineageEdge
+	(*Placement)(nil),            // 37: fak.fsm.v1.Placement
+	(*Attach)(nil),               // 38: fak.fsm.v1.Attach
+	(*KeepAlive)(nil),            // 39: fak.fsm.v1.KeepAlive
+	(*Detach)(nil),               // 40: fak.fsm.v1.Detach
+	(*TakeLease)(nil),            // 41: fak.fsm.v1.TakeLease
+	(*RenewLease)(nil),           // 42: fak.fsm.v1.RenewLease
+	(*ReleaseLease)(nil),         // 43: fak.fsm.v1.ReleaseLease
+	(*SubmitInput)(nil),          // 44: fak.fsm.v1.SubmitInput
+	(*InterruptTurn)(nil),        // 45: fak.fsm.v1.InterruptTurn
+	(*AnswerApproval)(nil),       // 46: fak.fsm.v1.AnswerApproval
+	(*RunnerAppend)(nil),         // 47: fak.fsm.v1.RunnerAppend
+	(*ProviderBinding)(nil),      // 48: fak.fsm.v1.ProviderBinding
+	(*AppendEvents)(nil),         // 49: fak.fsm.v1.AppendEvents
+	(*EventInput)(nil),           // 50: fak.fsm.v1.EventInput
+	(*StopSession)(nil),          // 51: fak.fsm.v1.StopSession
+	(*Result)(nil),               // 52: fak.fsm.v1.Result
+	(*Error)(nil),                // 53: fak.fsm.v1.Error
+	(*AppendResult)(nil),         // 54: fak.fsm.v1.AppendResult
+	(*Session)(nil),              // 55: fak.fsm.v1.Session
+	(*Lease)(nil),                // 56: fak.fsm.v1.Lease
+	(*Approval)(nil),             // 57: fak.fsm.v1.Approval
+	(*Attachment)(nil),           // 58: fak.fsm.v1.Attachment
+	(*Event)(nil),                // 59: fak.fsm.v1.Event
+	(*EventChunk)(nil),           // 60: fak.fsm.v1.EventChunk
+	(*Boundary)(nil),             // 61: fak.fsm.v1.Boundary
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
-	22, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
-	48, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
-	50, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
-	37, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
-	38, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
-	39, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
-	40, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
-	41, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
-	42, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
-	43, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
-	45, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
-	46, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
-	26, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
-	27, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
-	28, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
-	29, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
-	30, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
-	31, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
-	32, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
-	33, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
+	23, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
+	49, // 1: fak.fsm.v1.Command.append_events:type_name -> fak.fsm.v1.AppendEvents
+	51, // 2: fak.fsm.v1.Command.stop_session:type_name -> fak.fsm.v1.StopSession
+	38, // 3: fak.fsm.v1.Command.attach:type_name -> fak.fsm.v1.Attach
+	39, // 4: fak.fsm.v1.Command.keep_alive:type_name -> fak.fsm.v1.KeepAlive
+	40, // 5: fak.fsm.v1.Command.detach:type_name -> fak.fsm.v1.Detach
+	41, // 6: fak.fsm.v1.Command.take_lease:type_name -> fak.fsm.v1.TakeLease
+	42, // 7: fak.fsm.v1.Command.renew_lease:type_name -> fak.fsm.v1.RenewLease
+	43, // 8: fak.fsm.v1.Command.release_lease:type_name -> fak.fsm.v1.ReleaseLease
+	44, // 9: fak.fsm.v1.Command.submit_input:type_name -> fak.fsm.v1.SubmitInput
+	46, // 10: fak.fsm.v1.Command.answer_approval:type_name -> fak.fsm.v1.AnswerApproval
+	47, // 11: fak.fsm.v1.Command.runner_append:type_name -> fak.fsm.v1.RunnerAppend
+	27, // 12: fak.fsm.v1.Command.record_usage:type_name -> fak.fsm.v1.RecordUsage
+	28, // 13: fak.fsm.v1.Command.fresh_session:type_name -> fak.fsm.v1.FreshSession
+	29, // 14: fak.fsm.v1.Command.reset_session:type_name -> fak.fsm.v1.ResetSession
+	30, // 15: fak.fsm.v1.Command.clear_session:type_name -> fak.fsm.v1.ClearSession
+	31, // 16: fak.fsm.v1.Command.fork_session:type_name -> fak.fsm.v1.ForkSession
+	32, // 17: fak.fsm.v1.Command.bind_launch:type_name -> fak.fsm.v1.BindLaunch
+	33, // 18: fak.fsm.v1.Command.provider_session_start:type_name -> fak.fsm.v1.ProviderSessionStart
+	34, // 19: fak.fsm.v1.Command.provider_session_end:type_name -> fak.fsm.v1.ProviderSessionEnd
 	9,  // 20: fak.fsm.v1.Command.register_node:type_name -> fak.fsm.v1.RegisterNode
 	10, // 21: fak.fsm.v1.Command.set_draining:type_name -> fak.fsm.v1.SetDraining
 	11, // 22: fak.fsm.v1.Command.request_move:type_name -> fak.fsm.v1.RequestMove
 	13, // 23: fak.fsm.v1.Command.move_checkpoint:type_name -> fak.fsm.v1.MoveCheckpoint
 	15, // 24: fak.fsm.v1.Command.move_admit:type_name -> fak.fsm.v1.MoveAdmit
 	16, // 25: fak.fsm.v1.Command.move_restore:type_name -> fak.fsm.v1.MoveRestore
-	18, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
-	19, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
+	19, // 26: fak.fsm.v1.Command.move_cutover:type_name -> fak.fsm.v1.MoveCutover
+	20, // 27: fak.fsm.v1.Command.move_fail:type_name -> fak.fsm.v1.MoveFail
 	12, // 28: fak.fsm.v1.Command.mark_stranded:type_name -> fak.fsm.v1.MarkStranded
 	4,  // 29: fak.fsm.v1.Command.create_acl_token:type_name -> fak.fsm.v1.CreateAclToken
 	5,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
-	44, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
+	45, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
 	2,  // 32: fak.fsm.v1.Command.record_workspace_copy:type_name -> fak.fsm.v1.RecordWorkspaceCopy
 	3,  // 33: fak.fsm.v1.RecordWorkspaceCopy.copy:type_name -> fak.fsm.v1.WorkspaceCopy
 	14, // 34: fak.fsm.v1.WorkspaceCopy.workspace:type_name -> fak.fsm.v1.Workspace
-	8,  // 35: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	7,  // 36: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	36, // 37: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	14, // 38: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
-	36, // 39: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	17, // 40: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	36, // 41: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	36, // 42: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	14, // 43: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
-	17, // 44: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	1,  // 45: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	36, // 46: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	24, // 47: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	23, // 48: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	23, // 49: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	23, // 50: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	23, // 51: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	49, // 52: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	23, // 53: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
-	47, // 54: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
-	49, // 55: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	52, // 56: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	54, // 57: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	53, // 58: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	57, // 59: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	25, // 60: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	60, // 61: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	7,  // 62: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	6,  // 63: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 64: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	36, // 65: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	55, // 66: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	56, // 67: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	20, // 68: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	3,  // 69: fak.fsm.v1.Session.workspace_copy:type_name -> fak.fsm.v1.WorkspaceCopy
-	58, // 70: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	54, // 71: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	18, // 35: fak.fsm.v1.WorkspaceCopy.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	8,  // 36: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	7,  // 37: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	37, // 38: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	14, // 39: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
+	37, // 40: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	18, // 41: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	37, // 42: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	37, // 43: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	14, // 44: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
+	18, // 45: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	17, // 46: fak.fsm.v1.Move.cache_lineage:type_name -> fak.fsm.v1.CacheLineage
+	1,  // 47: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	37, // 48: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	25, // 49: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	24, // 50: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	24, // 51: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	24, // 52: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	24, // 53: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	50, // 54: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	24, // 55: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
+	48, // 56: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
+	50, // 57: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	53, // 58: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	55, // 59: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	54, // 60: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	58, // 61: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	26, // 62: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	61, // 63: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	7,  // 64: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	6,  // 65: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	0,  // 66: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	37, // 67: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	56, // 68: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	57, // 69: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	21, // 70: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	3,  // 71: fak.fsm.v1.Session.workspace_copy:type_name -> fak.fsm.v1.WorkspaceCopy
+	59, // 72: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	55, // 73: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -6287,8 +6419,8 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_InterruptTurn)(nil),
 		(*Command_RecordWorkspaceCopy)(nil),
 	}
-	file_fak_fsm_v1_fsm_proto_msgTypes[47].OneofWrappers = []any{}
-	file_fak_fsm_v1_fsm_proto_msgTypes[50].OneofWrappers = []any{
+	file_fak_fsm_v1_fsm_proto_msgTypes[48].OneofWrappers = []any{}
+	file_fak_fsm_v1_fsm_proto_msgTypes[51].OneofWrappers = []any{
 		(*Result_Session)(nil),
 		(*Result_Append)(nil),
 		(*Result_Attachment)(nil),
@@ -6303,7 +6435,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

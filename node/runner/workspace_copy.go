@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/workspace"
@@ -21,7 +22,8 @@ import (
 type WorkspaceHolder interface {
 	// Copy makes the node hold snapshot digest of the session, read from
 	// node from's store.
-	Copy(ctx context.Context, sessionID, digest, from string) error
+	// It reports what crossed.
+	Copy(ctx context.Context, sessionID, digest, from string) (*fsmpb.WorkspaceTransfer, error)
 }
 
 // copyState coalesces the copies of one session: one at a time, and the
@@ -33,6 +35,7 @@ type copyState struct {
 
 type copyJob struct {
 	epoch, afterInput, turns uint64
+	ended                    time.Time // when the turn ended: a copy's time counts from it
 }
 
 // copyAfterTurn starts (or queues) the copy of s's workspace after the
@@ -41,7 +44,7 @@ func (r *Runner) copyAfterTurn(s *fsmpb.Session, inputSeq uint64) {
 	if !r.movesWorkspaces() {
 		return
 	}
-	job := &copyJob{epoch: s.Epoch, afterInput: inputSeq, turns: s.TurnsCompleted + 1}
+	job := &copyJob{epoch: s.Epoch, afterInput: inputSeq, turns: s.TurnsCompleted + 1, ended: time.Now()}
 	r.mu.Lock()
 	if r.copies == nil {
 		r.copies = map[string]*copyState{}
@@ -109,7 +112,8 @@ func (r *Runner) copyWorkspace(id string, job *copyJob) {
 		if !ok {
 			return
 		}
-		if err := holder.Copy(ctx, id, digest, r.cfg.Node); err != nil {
+		t, err := holder.Copy(ctx, id, digest, r.cfg.Node)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -117,7 +121,7 @@ func (r *Runner) copyWorkspace(id string, job *copyJob) {
 			continue
 		}
 		cp := &fsmpb.WorkspaceCopy{Workspace: &fsmpb.Workspace{Digest: digest, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks()))},
-			Node: rec.Name, AfterInput: job.afterInput, TurnsCompleted: job.turns}
+			Node: rec.Name, AfterInput: job.afterInput, TurnsCompleted: job.turns, Transfer: t, CopyNanos: time.Since(job.ended).Nanoseconds()}
 		err = retry(ctx, func(ctx context.Context) error { return r.cfg.Writer.RecordWorkspaceCopy(ctx, id, job.epoch, cp) })
 		if err != nil && ctx.Err() == nil {
 			r.logger.Info("workspace copy: not recorded", "session", id, "node", rec.Name, "error", err)
@@ -129,19 +133,19 @@ func (r *Runner) copyWorkspace(id string, job *copyJob) {
 // HoldCopy makes this node's store hold snapshot digest read from node
 // from (a host shipping a session's workspace after a turn). It reports
 // the bytes fetched and those already held.
-func (r *Runner) HoldCopy(ctx context.Context, digest, from string) (sent, present uint64, err error) {
+func (r *Runner) HoldCopy(ctx context.Context, digest, from string) (*fsmpb.WorkspaceTransfer, error) {
 	if !r.movesWorkspaces() {
-		return 0, 0, errors.New("this node keeps no workspace copies")
+		return nil, errors.New("this node keeps no workspace copies")
 	}
 	_, t, err := r.fetchSnapshot(ctx, from, digest)
 	if err != nil {
 		var mr moveRefusal
 		if errors.As(err, &mr) {
-			return 0, 0, errors.New(string(mr))
+			return nil, errors.New(string(mr))
 		}
-		return 0, 0, err
+		return nil, err
 	}
-	return t.BytesSent, t.BytesPresent, nil
+	return t, nil
 }
 
 // resetWorkspace empties s's workspace: a recovery that found no copy

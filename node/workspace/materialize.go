@@ -55,6 +55,7 @@ func Materialize(dir string, m *Manifest, s *Store, maxBytes int64) error {
 	if old != "" {
 		_ = removeAll(old)
 	}
+	s.rememberMaterialized(abs, m)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 )
 
@@ -28,19 +29,30 @@ import (
 // The tree should be quiescent (the session checkpointed): a file that
 // changes while it is read is snapshotted in some state, but a file
 // replaced by something else between its lstat and its open is refused.
+//
+// A file the last Snapshot or Materialize of dir by this Store saw, and
+// that has not changed since (statcache.go), is not read again: its chunks
+// are the ones it had, so an unchanged tree costs a walk and some stats.
 func Snapshot(dir string, s *Store, maxBytes int64) (*Manifest, error) {
-	w := &walker{root: dir, store: s, max: maxBytes}
+	m, _, err := snapshot(dir, s, maxBytes)
+	return m, err
+}
+
+// snapshot is Snapshot, also returning the walk (what it read).
+func snapshot(dir string, s *Store, maxBytes int64) (*Manifest, *walker, error) {
+	key := cacheKey(dir)
+	w := &walker{root: dir, store: s, max: maxBytes, cached: s.stats.get(key),
+		seen: &dirCache{takenAt: time.Now().UnixNano(), files: map[string]cachedFile{}}}
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, fmt.Errorf("workspace snapshot: %w", err)
+		return nil, nil, fmt.Errorf("workspace snapshot: %w", err)
 	case !fi.IsDir():
-		return nil, refuse(".", "workspace is not a directory")
+		return nil, nil, refuse(".", "workspace is not a directory")
 	default:
-		w.buf = make([]byte, ChunkSize)
 		if err := w.walk(""); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// The walk is depth-first, which is not byte order of whole paths:
@@ -50,12 +62,13 @@ func Snapshot(dir string, s *Store, maxBytes int64) (*Manifest, error) {
 	// What Snapshot produces must be what Materialize accepts: refuse here,
 	// on the source, what the destination would refuse later.
 	if err := Validate(m, maxBytes); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := s.PutManifest(m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	s.stats.put(key, w.seen)
+	return m, w, nil
 }
 
 type walker struct {
@@ -65,6 +78,9 @@ type walker struct {
 	buf     []byte
 	total   int64
 	entries []Entry
+	cached  *dirCache // the last Snapshot's (or Materialize's) stats
+	seen    *dirCache // this one's
+	read    int       // files read (not vouched for by cached)
 }
 
 // walk adds the entries of the directory rel ("" is the root).
@@ -136,6 +152,12 @@ func (w *walker) file(p, abs string, fi fs.FileInfo) error {
 	if w.max > 0 && fi.Size() > w.max-w.total {
 		return refuse(p, "workspace exceeds %d bytes", w.max)
 	}
+	if chunks, ok := w.cached.lookup(w.store, p, fi); ok {
+		w.total += fi.Size()
+		w.entries = append(w.entries, Entry{Path: p, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: fi.Size(), Chunks: chunks})
+		w.seen.record(p, fi, chunks)
+		return nil
+	}
 	// O_NOFOLLOW and the SameFile check refuse a file swapped for a
 	// symlink after its lstat; O_NONBLOCK keeps a swapped-in fifo from
 	// blocking the open.
@@ -150,6 +172,10 @@ func (w *walker) file(p, abs string, fi fs.FileInfo) error {
 	}
 	if !ofi.Mode().IsRegular() || !os.SameFile(fi, ofi) {
 		return refuse(p, "replaced while being read")
+	}
+	w.read++
+	if w.buf == nil {
+		w.buf = make([]byte, ChunkSize)
 	}
 	e := Entry{Path: p, Type: TypeFile, Mode: uint32(ofi.Mode().Perm())}
 	for {
@@ -175,5 +201,8 @@ func (w *walker) file(p, abs string, fi fs.FileInfo) error {
 		}
 	}
 	w.entries = append(w.entries, e)
+	// The stat taken before reading: a change while reading moved ctime
+	// past it, so the next Snapshot reads the file again.
+	w.seen.record(p, ofi, e.Chunks)
 	return nil
 }

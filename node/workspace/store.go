@@ -21,7 +21,8 @@ import (
 // ErrDigestMismatch once and as missing after that (to be fetched or
 // snapshotted again), never as content.
 type Store struct {
-	dir string
+	dir   string
+	stats statCache
 }
 
 // OpenStore opens the store in dir, creating it (0700) if needed.

@@ -135,6 +135,7 @@ class Transcript {
       case "move.cutover":
       case "move.failed":
       case "move.unsafe":
+      case "move.warmed":
         if (d.move_id) return moveEventText(ev.kind, d);
         break;
       case "attachment.joined":
@@ -219,6 +220,26 @@ class Transcript {
   }
 }
 
+// The words of client/journal (CacheText, FormatBytes, fmtDuration).
+function cacheText(c) {
+  if (c.cache === "warm") return "cache can be warm" + (c.provider_thread ? " (thread " + c.provider_thread + " resumes)" : "");
+  if (c.cache === "cold") return "cold cache: " + (c.why || "");
+  return "no provider cache to keep";
+}
+
+function bytesText(n) {
+  const v = Number(u64(n));
+  if (v >= 1e9) return (v / 1e9).toFixed(1) + " GB";
+  if (v >= 1e6) return (v / 1e6).toFixed(1) + " MB";
+  if (v >= 1e3) return (v / 1e3).toFixed(1) + " kB";
+  return v + " B";
+}
+
+function nanosText(n) {
+  const v = Number(u64(n));
+  return v < 1e9 ? Math.floor(v / 1e6) + "ms" : parseFloat((v / 1e9).toFixed(2)) + "s";
+}
+
 // moveEventText words one transition of a move the way the terminal client
 // does: where it goes, what the step fixed, how long after the request.
 function moveEventText(kind, d) {
@@ -227,11 +248,24 @@ function moveEventText(kind, d) {
     case "move.requested":
       return "move requested: " + (d.from || "?") + " → " + (d.to || "the least loaded admitted node") +
         (d.cause ? " (" + d.cause + ")" : "") + "; the session runs on " + (d.from || "its node") + " until the cutover";
-    case "move.checkpointed": return "move: checkpointed at #" + str(d.checkpoint_seq) + after;
+    case "move.checkpointed":
+      return "move: checkpointed at #" + str(d.checkpoint_seq) +
+        (d.workspace && u64(d.workspace.bytes) ? ", workspace " + bytesText(d.workspace.bytes) + " in " + str(d.workspace.chunks) +
+          " chunks (snapshot " + nanosText(d.workspace.snapshot_nanos) + ")" : "") + after;
     case "move.admitted":
       return "move: " + (d.to || "?") + " admitted" + ((d.checks || []).length ? " (" + d.checks.join(", ") + ")" : "") +
         ((d.degradation || []).length ? "; degradation: " + d.degradation.join("; ") : "") + after;
-    case "move.restored": return "move: restored on " + (d.to || "?") + " as epoch " + str(d.new_epoch) + after;
+    case "move.restored": {
+      const t = d.transfer;
+      return "move: restored on " + (d.to || "?") + " as epoch " + str(d.new_epoch) +
+        (t && (u64(t.bytes_sent) || u64(t.bytes_present)) ? "; workspace: " + bytesText(t.bytes_sent) + " sent in " + str(t.chunks_sent) +
+          " chunks (" + nanosText(t.fetch_nanos) + "), " + bytesText(t.bytes_present) + " already there in " + str(t.chunks_present) +
+          ", restored in " + nanosText(t.restore_nanos) : "") +
+        (d.cache ? "; " + cacheText(d.cache) : "") + after;
+    }
+    case "move.warmed":
+      return "move warm-up: the first turn after the move (input #" + str(d.input_seq) + ") took " + nanosText(d.warmup_nanos) +
+        (d.cache ? "; " + cacheText(d.cache) : "");
     case "move.cutover": return "move committed: " + (d.from || "?") + " → " + (d.to || "?") + ", epoch " + str(d.new_epoch) + after;
   }
   return (kind === "move.unsafe" ? "move unsafe (no safe point)" : "move failed") + (d.phase ? " in " + d.phase : "") +

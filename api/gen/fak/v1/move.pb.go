@@ -56,8 +56,13 @@ type Move struct {
 	// (absent until RESTORED).
 	WorkspaceSnapshotMs int64              `protobuf:"varint,22,opt,name=workspace_snapshot_ms,json=workspaceSnapshotMs,proto3" json:"workspace_snapshot_ms,omitempty"`
 	WorkspaceTransfer   *WorkspaceTransfer `protobuf:"bytes,23,opt,name=workspace_transfer,json=workspaceTransfer,proto3" json:"workspace_transfer,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// What the destination continues of the provider's cache (from
+	// RESTORED), and the warm-up: how long the first turn after cutover
+	// took (0 until it completed).
+	CacheLineage  *CacheLineage `protobuf:"bytes,24,opt,name=cache_lineage,json=cacheLineage,proto3" json:"cache_lineage,omitempty"`
+	WarmupNanos   int64         `protobuf:"varint,25,opt,name=warmup_nanos,json=warmupNanos,proto3" json:"warmup_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Move) Reset() {
@@ -251,6 +256,83 @@ func (x *Move) GetWorkspaceTransfer() *WorkspaceTransfer {
 	return nil
 }
 
+func (x *Move) GetCacheLineage() *CacheLineage {
+	if x != nil {
+		return x.CacheLineage
+	}
+	return nil
+}
+
+func (x *Move) GetWarmupNanos() int64 {
+	if x != nil {
+		return x.WarmupNanos
+	}
+	return 0
+}
+
+// CacheLineage: the provider thread a move's destination resumes ("":
+// none follows) and whether the provider's cache can still be warm
+// (cache "warm", "cold" with why, or "none": no provider is called).
+type CacheLineage struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ProviderThread string                 `protobuf:"bytes,1,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
+	Cache          string                 `protobuf:"bytes,2,opt,name=cache,proto3" json:"cache,omitempty"`
+	Why            string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CacheLineage) Reset() {
+	*x = CacheLineage{}
+	mi := &file_fak_v1_move_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheLineage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheLineage) ProtoMessage() {}
+
+func (x *CacheLineage) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheLineage.ProtoReflect.Descriptor instead.
+func (*CacheLineage) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CacheLineage) GetProviderThread() string {
+	if x != nil {
+		return x.ProviderThread
+	}
+	return ""
+}
+
+func (x *CacheLineage) GetCache() string {
+	if x != nil {
+		return x.Cache
+	}
+	return ""
+}
+
+func (x *CacheLineage) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 type MoveSessionRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
@@ -276,7 +358,7 @@ type MoveSessionRequest struct {
 
 func (x *MoveSessionRequest) Reset() {
 	*x = MoveSessionRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[1]
+	mi := &file_fak_v1_move_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -288,7 +370,7 @@ func (x *MoveSessionRequest) String() string {
 func (*MoveSessionRequest) ProtoMessage() {}
 
 func (x *MoveSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[1]
+	mi := &file_fak_v1_move_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -301,7 +383,7 @@ func (x *MoveSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveSessionRequest.ProtoReflect.Descriptor instead.
 func (*MoveSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{1}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MoveSessionRequest) GetSessionId() string {
@@ -383,7 +465,7 @@ type MoveSessionResponse struct {
 
 func (x *MoveSessionResponse) Reset() {
 	*x = MoveSessionResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[2]
+	mi := &file_fak_v1_move_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +477,7 @@ func (x *MoveSessionResponse) String() string {
 func (*MoveSessionResponse) ProtoMessage() {}
 
 func (x *MoveSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[2]
+	mi := &file_fak_v1_move_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +490,7 @@ func (x *MoveSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveSessionResponse.ProtoReflect.Descriptor instead.
 func (*MoveSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{2}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MoveSessionResponse) GetMove() *Move {
@@ -427,7 +509,7 @@ type GetMoveRequest struct {
 
 func (x *GetMoveRequest) Reset() {
 	*x = GetMoveRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[3]
+	mi := &file_fak_v1_move_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +521,7 @@ func (x *GetMoveRequest) String() string {
 func (*GetMoveRequest) ProtoMessage() {}
 
 func (x *GetMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[3]
+	mi := &file_fak_v1_move_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +534,7 @@ func (x *GetMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMoveRequest.ProtoReflect.Descriptor instead.
 func (*GetMoveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{3}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetMoveRequest) GetSessionId() string {
@@ -472,7 +554,7 @@ type GetMoveResponse struct {
 
 func (x *GetMoveResponse) Reset() {
 	*x = GetMoveResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[4]
+	mi := &file_fak_v1_move_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +566,7 @@ func (x *GetMoveResponse) String() string {
 func (*GetMoveResponse) ProtoMessage() {}
 
 func (x *GetMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[4]
+	mi := &file_fak_v1_move_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +579,7 @@ func (x *GetMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMoveResponse.ProtoReflect.Descriptor instead.
 func (*GetMoveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{4}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetMoveResponse) GetMove() *Move {
@@ -517,7 +599,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_fak_v1_move_proto_msgTypes[5]
+	mi := &file_fak_v1_move_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +611,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[5]
+	mi := &file_fak_v1_move_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +624,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{5}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Label) GetKey() string {
@@ -584,7 +666,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_fak_v1_move_proto_msgTypes[6]
+	mi := &file_fak_v1_move_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +678,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[6]
+	mi := &file_fak_v1_move_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +691,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{6}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Node) GetName() string {
@@ -711,7 +793,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[7]
+	mi := &file_fak_v1_move_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +805,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[7]
+	mi := &file_fak_v1_move_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +818,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{7}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{8}
 }
 
 type ListNodesResponse struct {
@@ -748,7 +830,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[8]
+	mi := &file_fak_v1_move_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +842,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[8]
+	mi := &file_fak_v1_move_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +855,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{8}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -794,7 +876,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[9]
+	mi := &file_fak_v1_move_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +888,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[9]
+	mi := &file_fak_v1_move_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +901,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{9}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DrainNodeRequest) GetNode() string {
@@ -845,7 +927,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[10]
+	mi := &file_fak_v1_move_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +939,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[10]
+	mi := &file_fak_v1_move_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +952,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{10}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DrainNodeResponse) GetNode() *Node {
@@ -889,7 +971,7 @@ type DrainStatusRequest struct {
 
 func (x *DrainStatusRequest) Reset() {
 	*x = DrainStatusRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[11]
+	mi := &file_fak_v1_move_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +983,7 @@ func (x *DrainStatusRequest) String() string {
 func (*DrainStatusRequest) ProtoMessage() {}
 
 func (x *DrainStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[11]
+	mi := &file_fak_v1_move_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +996,7 @@ func (x *DrainStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatusRequest.ProtoReflect.Descriptor instead.
 func (*DrainStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{11}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainStatusRequest) GetNode() string {
@@ -933,7 +1015,7 @@ type DrainStatusResponse struct {
 
 func (x *DrainStatusResponse) Reset() {
 	*x = DrainStatusResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[12]
+	mi := &file_fak_v1_move_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1027,7 @@ func (x *DrainStatusResponse) String() string {
 func (*DrainStatusResponse) ProtoMessage() {}
 
 func (x *DrainStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[12]
+	mi := &file_fak_v1_move_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1040,7 @@ func (x *DrainStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStatusResponse.ProtoReflect.Descriptor instead.
 func (*DrainStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{12}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainStatusResponse) GetBlocked() []*BlockedSession {
@@ -981,7 +1063,7 @@ type BlockedSession struct {
 
 func (x *BlockedSession) Reset() {
 	*x = BlockedSession{}
-	mi := &file_fak_v1_move_proto_msgTypes[13]
+	mi := &file_fak_v1_move_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1075,7 @@ func (x *BlockedSession) String() string {
 func (*BlockedSession) ProtoMessage() {}
 
 func (x *BlockedSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[13]
+	mi := &file_fak_v1_move_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1088,7 @@ func (x *BlockedSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockedSession.ProtoReflect.Descriptor instead.
 func (*BlockedSession) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{13}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockedSession) GetSessionId() string {
@@ -1042,7 +1124,7 @@ type CommitCheckpointRequest struct {
 
 func (x *CommitCheckpointRequest) Reset() {
 	*x = CommitCheckpointRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[14]
+	mi := &file_fak_v1_move_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1136,7 @@ func (x *CommitCheckpointRequest) String() string {
 func (*CommitCheckpointRequest) ProtoMessage() {}
 
 func (x *CommitCheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[14]
+	mi := &file_fak_v1_move_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1149,7 @@ func (x *CommitCheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitCheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{14}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CommitCheckpointRequest) GetSessionId() string {
@@ -1144,7 +1226,7 @@ type GetWorkspaceManifestRequest struct {
 
 func (x *GetWorkspaceManifestRequest) Reset() {
 	*x = GetWorkspaceManifestRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1238,7 @@ func (x *GetWorkspaceManifestRequest) String() string {
 func (*GetWorkspaceManifestRequest) ProtoMessage() {}
 
 func (x *GetWorkspaceManifestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[15]
+	mi := &file_fak_v1_move_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1251,7 @@ func (x *GetWorkspaceManifestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceManifestRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceManifestRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{15}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetWorkspaceManifestRequest) GetDigest() string {
@@ -1188,7 +1270,7 @@ type GetWorkspaceManifestResponse struct {
 
 func (x *GetWorkspaceManifestResponse) Reset() {
 	*x = GetWorkspaceManifestResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1282,7 @@ func (x *GetWorkspaceManifestResponse) String() string {
 func (*GetWorkspaceManifestResponse) ProtoMessage() {}
 
 func (x *GetWorkspaceManifestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[16]
+	mi := &file_fak_v1_move_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1295,7 @@ func (x *GetWorkspaceManifestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkspaceManifestResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkspaceManifestResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{16}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetWorkspaceManifestResponse) GetManifest() []byte {
@@ -1234,7 +1316,7 @@ type FetchWorkspaceChunksRequest struct {
 
 func (x *FetchWorkspaceChunksRequest) Reset() {
 	*x = FetchWorkspaceChunksRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[17]
+	mi := &file_fak_v1_move_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1328,7 @@ func (x *FetchWorkspaceChunksRequest) String() string {
 func (*FetchWorkspaceChunksRequest) ProtoMessage() {}
 
 func (x *FetchWorkspaceChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[17]
+	mi := &file_fak_v1_move_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1341,7 @@ func (x *FetchWorkspaceChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchWorkspaceChunksRequest.ProtoReflect.Descriptor instead.
 func (*FetchWorkspaceChunksRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{17}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FetchWorkspaceChunksRequest) GetHashes() []string {
@@ -1279,7 +1361,7 @@ type FetchWorkspaceChunksResponse struct {
 
 func (x *FetchWorkspaceChunksResponse) Reset() {
 	*x = FetchWorkspaceChunksResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[18]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1373,7 @@ func (x *FetchWorkspaceChunksResponse) String() string {
 func (*FetchWorkspaceChunksResponse) ProtoMessage() {}
 
 func (x *FetchWorkspaceChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[18]
+	mi := &file_fak_v1_move_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1386,7 @@ func (x *FetchWorkspaceChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchWorkspaceChunksResponse.ProtoReflect.Descriptor instead.
 func (*FetchWorkspaceChunksResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{18}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchWorkspaceChunksResponse) GetHash() string {
@@ -1329,7 +1411,7 @@ type CommitCheckpointResponse struct {
 
 func (x *CommitCheckpointResponse) Reset() {
 	*x = CommitCheckpointResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[19]
+	mi := &file_fak_v1_move_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1423,7 @@ func (x *CommitCheckpointResponse) String() string {
 func (*CommitCheckpointResponse) ProtoMessage() {}
 
 func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[19]
+	mi := &file_fak_v1_move_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1436,7 @@ func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{19}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{20}
 }
 
 type CommitRestoreRequest struct {
@@ -1371,7 +1453,7 @@ type CommitRestoreRequest struct {
 
 func (x *CommitRestoreRequest) Reset() {
 	*x = CommitRestoreRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[20]
+	mi := &file_fak_v1_move_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1465,7 @@ func (x *CommitRestoreRequest) String() string {
 func (*CommitRestoreRequest) ProtoMessage() {}
 
 func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[20]
+	mi := &file_fak_v1_move_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1478,7 @@ func (x *CommitRestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreRequest.ProtoReflect.Descriptor instead.
 func (*CommitRestoreRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{20}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CommitRestoreRequest) GetSessionId() string {
@@ -1451,7 +1533,7 @@ type WorkspaceTransfer struct {
 
 func (x *WorkspaceTransfer) Reset() {
 	*x = WorkspaceTransfer{}
-	mi := &file_fak_v1_move_proto_msgTypes[21]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1545,7 @@ func (x *WorkspaceTransfer) String() string {
 func (*WorkspaceTransfer) ProtoMessage() {}
 
 func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[21]
+	mi := &file_fak_v1_move_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1558,7 @@ func (x *WorkspaceTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkspaceTransfer.ProtoReflect.Descriptor instead.
 func (*WorkspaceTransfer) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{21}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkspaceTransfer) GetBytesSent() uint64 {
@@ -1529,7 +1611,7 @@ type CommitRestoreResponse struct {
 
 func (x *CommitRestoreResponse) Reset() {
 	*x = CommitRestoreResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[22]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1623,7 @@ func (x *CommitRestoreResponse) String() string {
 func (*CommitRestoreResponse) ProtoMessage() {}
 
 func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[22]
+	mi := &file_fak_v1_move_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1636,7 @@ func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRestoreResponse.ProtoReflect.Descriptor instead.
 func (*CommitRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{22}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
 }
 
 type FailMoveRequest struct {
@@ -1569,7 +1651,7 @@ type FailMoveRequest struct {
 
 func (x *FailMoveRequest) Reset() {
 	*x = FailMoveRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[23]
+	mi := &file_fak_v1_move_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1663,7 @@ func (x *FailMoveRequest) String() string {
 func (*FailMoveRequest) ProtoMessage() {}
 
 func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[23]
+	mi := &file_fak_v1_move_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1676,7 @@ func (x *FailMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveRequest.ProtoReflect.Descriptor instead.
 func (*FailMoveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FailMoveRequest) GetSessionId() string {
@@ -1633,7 +1715,7 @@ type FailMoveResponse struct {
 
 func (x *FailMoveResponse) Reset() {
 	*x = FailMoveResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[24]
+	mi := &file_fak_v1_move_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1727,7 @@ func (x *FailMoveResponse) String() string {
 func (*FailMoveResponse) ProtoMessage() {}
 
 func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[24]
+	mi := &file_fak_v1_move_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1740,7 @@ func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailMoveResponse.ProtoReflect.Descriptor instead.
 func (*FailMoveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{24}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{25}
 }
 
 // CopyWorkspaceRequest asks a node to hold a copy of a workspace snapshot
@@ -1674,7 +1756,7 @@ type CopyWorkspaceRequest struct {
 
 func (x *CopyWorkspaceRequest) Reset() {
 	*x = CopyWorkspaceRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[25]
+	mi := &file_fak_v1_move_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1768,7 @@ func (x *CopyWorkspaceRequest) String() string {
 func (*CopyWorkspaceRequest) ProtoMessage() {}
 
 func (x *CopyWorkspaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[25]
+	mi := &file_fak_v1_move_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1781,7 @@ func (x *CopyWorkspaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyWorkspaceRequest.ProtoReflect.Descriptor instead.
 func (*CopyWorkspaceRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{25}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CopyWorkspaceRequest) GetSessionId() string {
@@ -1728,13 +1810,16 @@ type CopyWorkspaceResponse struct {
 	// What the copy cost: bytes fetched, bytes already held.
 	BytesSent     uint64 `protobuf:"varint,1,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
 	BytesPresent  uint64 `protobuf:"varint,2,opt,name=bytes_present,json=bytesPresent,proto3" json:"bytes_present,omitempty"`
+	ChunksSent    uint32 `protobuf:"varint,3,opt,name=chunks_sent,json=chunksSent,proto3" json:"chunks_sent,omitempty"`
+	ChunksPresent uint32 `protobuf:"varint,4,opt,name=chunks_present,json=chunksPresent,proto3" json:"chunks_present,omitempty"`
+	FetchNanos    int64  `protobuf:"varint,5,opt,name=fetch_nanos,json=fetchNanos,proto3" json:"fetch_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CopyWorkspaceResponse) Reset() {
 	*x = CopyWorkspaceResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[26]
+	mi := &file_fak_v1_move_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1831,7 @@ func (x *CopyWorkspaceResponse) String() string {
 func (*CopyWorkspaceResponse) ProtoMessage() {}
 
 func (x *CopyWorkspaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[26]
+	mi := &file_fak_v1_move_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1844,7 @@ func (x *CopyWorkspaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyWorkspaceResponse.ProtoReflect.Descriptor instead.
 func (*CopyWorkspaceResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{26}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CopyWorkspaceResponse) GetBytesSent() uint64 {
@@ -1776,6 +1861,27 @@ func (x *CopyWorkspaceResponse) GetBytesPresent() uint64 {
 	return 0
 }
 
+func (x *CopyWorkspaceResponse) GetChunksSent() uint32 {
+	if x != nil {
+		return x.ChunksSent
+	}
+	return 0
+}
+
+func (x *CopyWorkspaceResponse) GetChunksPresent() uint32 {
+	if x != nil {
+		return x.ChunksPresent
+	}
+	return 0
+}
+
+func (x *CopyWorkspaceResponse) GetFetchNanos() int64 {
+	if x != nil {
+		return x.FetchNanos
+	}
+	return 0
+}
+
 // RecordWorkspaceCopyRequest records, fenced by the host's epoch, that a
 // node holds a copy of the session's workspace.
 type RecordWorkspaceCopyRequest struct {
@@ -1788,13 +1894,17 @@ type RecordWorkspaceCopyRequest struct {
 	Chunks         uint32                 `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	AfterInput     uint64                 `protobuf:"varint,7,opt,name=after_input,json=afterInput,proto3" json:"after_input,omitempty"`
 	TurnsCompleted uint64                 `protobuf:"varint,8,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What shipping it cost (the copy node's fetch), and the time from the
+	// turn's end to the copy held.
+	Transfer      *WorkspaceTransfer `protobuf:"bytes,9,opt,name=transfer,proto3" json:"transfer,omitempty"`
+	CopyNanos     int64              `protobuf:"varint,10,opt,name=copy_nanos,json=copyNanos,proto3" json:"copy_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordWorkspaceCopyRequest) Reset() {
 	*x = RecordWorkspaceCopyRequest{}
-	mi := &file_fak_v1_move_proto_msgTypes[27]
+	mi := &file_fak_v1_move_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1916,7 @@ func (x *RecordWorkspaceCopyRequest) String() string {
 func (*RecordWorkspaceCopyRequest) ProtoMessage() {}
 
 func (x *RecordWorkspaceCopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[27]
+	mi := &file_fak_v1_move_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1929,7 @@ func (x *RecordWorkspaceCopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkspaceCopyRequest.ProtoReflect.Descriptor instead.
 func (*RecordWorkspaceCopyRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{27}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RecordWorkspaceCopyRequest) GetSessionId() string {
@@ -1878,6 +1988,20 @@ func (x *RecordWorkspaceCopyRequest) GetTurnsCompleted() uint64 {
 	return 0
 }
 
+func (x *RecordWorkspaceCopyRequest) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
+func (x *RecordWorkspaceCopyRequest) GetCopyNanos() int64 {
+	if x != nil {
+		return x.CopyNanos
+	}
+	return 0
+}
+
 type RecordWorkspaceCopyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1886,7 +2010,7 @@ type RecordWorkspaceCopyResponse struct {
 
 func (x *RecordWorkspaceCopyResponse) Reset() {
 	*x = RecordWorkspaceCopyResponse{}
-	mi := &file_fak_v1_move_proto_msgTypes[28]
+	mi := &file_fak_v1_move_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2022,7 @@ func (x *RecordWorkspaceCopyResponse) String() string {
 func (*RecordWorkspaceCopyResponse) ProtoMessage() {}
 
 func (x *RecordWorkspaceCopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_move_proto_msgTypes[28]
+	mi := &file_fak_v1_move_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,14 +2035,125 @@ func (x *RecordWorkspaceCopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordWorkspaceCopyResponse.ProtoReflect.Descriptor instead.
 func (*RecordWorkspaceCopyResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_move_proto_rawDescGZIP(), []int{28}
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{29}
+}
+
+// WorkspaceCopy is the newest copy of a session's workspace on a node
+// other than its host: what a recovery would restore.
+type WorkspaceCopy struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Node   string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Digest string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	Bytes  uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Chunks uint32                 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// As of the turn of input after_input (turns_completed turns then).
+	AfterInput     uint64             `protobuf:"varint,6,opt,name=after_input,json=afterInput,proto3" json:"after_input,omitempty"`
+	TurnsCompleted uint64             `protobuf:"varint,7,opt,name=turns_completed,json=turnsCompleted,proto3" json:"turns_completed,omitempty"`
+	Transfer       *WorkspaceTransfer `protobuf:"bytes,8,opt,name=transfer,proto3" json:"transfer,omitempty"`
+	CopyNanos      int64              `protobuf:"varint,9,opt,name=copy_nanos,json=copyNanos,proto3" json:"copy_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WorkspaceCopy) Reset() {
+	*x = WorkspaceCopy{}
+	mi := &file_fak_v1_move_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceCopy) ProtoMessage() {}
+
+func (x *WorkspaceCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_move_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceCopy.ProtoReflect.Descriptor instead.
+func (*WorkspaceCopy) Descriptor() ([]byte, []int) {
+	return file_fak_v1_move_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WorkspaceCopy) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *WorkspaceCopy) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *WorkspaceCopy) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetAfterInput() uint64 {
+	if x != nil {
+		return x.AfterInput
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetTurnsCompleted() uint64 {
+	if x != nil {
+		return x.TurnsCompleted
+	}
+	return 0
+}
+
+func (x *WorkspaceCopy) GetTransfer() *WorkspaceTransfer {
+	if x != nil {
+		return x.Transfer
+	}
+	return nil
+}
+
+func (x *WorkspaceCopy) GetCopyNanos() int64 {
+	if x != nil {
+		return x.CopyNanos
+	}
+	return 0
 }
 
 var File_fak_v1_move_proto protoreflect.FileDescriptor
 
 const file_fak_v1_move_proto_rawDesc = "" +
 	"\n" +
-	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xd0\x06\n" +
+	"\x11fak/v1/move.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\"\xae\a\n" +
 	"\x04Move\x12\x17\n" +
 	"\amove_id\x18\x01 \x01(\tR\x06moveId\x12\x1d\n" +
 	"\n" +
@@ -1945,7 +2180,13 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0fworkspace_bytes\x18\x14 \x01(\x04R\x0eworkspaceBytes\x12)\n" +
 	"\x10workspace_chunks\x18\x15 \x01(\rR\x0fworkspaceChunks\x122\n" +
 	"\x15workspace_snapshot_ms\x18\x16 \x01(\x03R\x13workspaceSnapshotMs\x12H\n" +
-	"\x12workspace_transfer\x18\x17 \x01(\v2\x19.fak.v1.WorkspaceTransferR\x11workspaceTransfer\"\xe7\x02\n" +
+	"\x12workspace_transfer\x18\x17 \x01(\v2\x19.fak.v1.WorkspaceTransferR\x11workspaceTransfer\x129\n" +
+	"\rcache_lineage\x18\x18 \x01(\v2\x14.fak.v1.CacheLineageR\fcacheLineage\x12!\n" +
+	"\fwarmup_nanos\x18\x19 \x01(\x03R\vwarmupNanos\"_\n" +
+	"\fCacheLineage\x12'\n" +
+	"\x0fprovider_thread\x18\x01 \x01(\tR\x0eproviderThread\x12\x14\n" +
+	"\x05cache\x18\x02 \x01(\tR\x05cache\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\"\xe7\x02\n" +
 	"\x12MoveSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -2052,11 +2293,16 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x1b\n" +
-	"\tfrom_node\x18\x03 \x01(\tR\bfromNode\"[\n" +
+	"\tfrom_node\x18\x03 \x01(\tR\bfromNode\"\xc4\x01\n" +
 	"\x15CopyWorkspaceResponse\x12\x1d\n" +
 	"\n" +
 	"bytes_sent\x18\x01 \x01(\x04R\tbytesSent\x12#\n" +
-	"\rbytes_present\x18\x02 \x01(\x04R\fbytesPresent\"\xf5\x01\n" +
+	"\rbytes_present\x18\x02 \x01(\x04R\fbytesPresent\x12\x1f\n" +
+	"\vchunks_sent\x18\x03 \x01(\rR\n" +
+	"chunksSent\x12%\n" +
+	"\x0echunks_present\x18\x04 \x01(\rR\rchunksPresent\x12\x1f\n" +
+	"\vfetch_nanos\x18\x05 \x01(\x03R\n" +
+	"fetchNanos\"\xcb\x02\n" +
 	"\x1aRecordWorkspaceCopyRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -2067,8 +2313,24 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x06chunks\x18\x06 \x01(\rR\x06chunks\x12\x1f\n" +
 	"\vafter_input\x18\a \x01(\x04R\n" +
 	"afterInput\x12'\n" +
-	"\x0fturns_completed\x18\b \x01(\x04R\x0eturnsCompleted\"\x1d\n" +
-	"\x1bRecordWorkspaceCopyResponseB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\x0fturns_completed\x18\b \x01(\x04R\x0eturnsCompleted\x125\n" +
+	"\btransfer\x18\t \x01(\v2\x19.fak.v1.WorkspaceTransferR\btransfer\x12\x1d\n" +
+	"\n" +
+	"copy_nanos\x18\n" +
+	" \x01(\x03R\tcopyNanos\"\x1d\n" +
+	"\x1bRecordWorkspaceCopyResponse\"\x9f\x02\n" +
+	"\rWorkspaceCopy\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06chunks\x18\x04 \x01(\rR\x06chunks\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x1f\n" +
+	"\vafter_input\x18\x06 \x01(\x04R\n" +
+	"afterInput\x12'\n" +
+	"\x0fturns_completed\x18\a \x01(\x04R\x0eturnsCompleted\x125\n" +
+	"\btransfer\x18\b \x01(\v2\x19.fak.v1.WorkspaceTransferR\btransfer\x12\x1d\n" +
+	"\n" +
+	"copy_nanos\x18\t \x01(\x03R\tcopyNanosB-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_move_proto_rawDescOnce sync.Once
@@ -2082,55 +2344,60 @@ func file_fak_v1_move_proto_rawDescGZIP() []byte {
 	return file_fak_v1_move_proto_rawDescData
 }
 
-var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_fak_v1_move_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_fak_v1_move_proto_goTypes = []any{
 	(*Move)(nil),                         // 0: fak.v1.Move
-	(*MoveSessionRequest)(nil),           // 1: fak.v1.MoveSessionRequest
-	(*MoveSessionResponse)(nil),          // 2: fak.v1.MoveSessionResponse
-	(*GetMoveRequest)(nil),               // 3: fak.v1.GetMoveRequest
-	(*GetMoveResponse)(nil),              // 4: fak.v1.GetMoveResponse
-	(*Label)(nil),                        // 5: fak.v1.Label
-	(*Node)(nil),                         // 6: fak.v1.Node
-	(*ListNodesRequest)(nil),             // 7: fak.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),            // 8: fak.v1.ListNodesResponse
-	(*DrainNodeRequest)(nil),             // 9: fak.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),            // 10: fak.v1.DrainNodeResponse
-	(*DrainStatusRequest)(nil),           // 11: fak.v1.DrainStatusRequest
-	(*DrainStatusResponse)(nil),          // 12: fak.v1.DrainStatusResponse
-	(*BlockedSession)(nil),               // 13: fak.v1.BlockedSession
-	(*CommitCheckpointRequest)(nil),      // 14: fak.v1.CommitCheckpointRequest
-	(*GetWorkspaceManifestRequest)(nil),  // 15: fak.v1.GetWorkspaceManifestRequest
-	(*GetWorkspaceManifestResponse)(nil), // 16: fak.v1.GetWorkspaceManifestResponse
-	(*FetchWorkspaceChunksRequest)(nil),  // 17: fak.v1.FetchWorkspaceChunksRequest
-	(*FetchWorkspaceChunksResponse)(nil), // 18: fak.v1.FetchWorkspaceChunksResponse
-	(*CommitCheckpointResponse)(nil),     // 19: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreRequest)(nil),         // 20: fak.v1.CommitRestoreRequest
-	(*WorkspaceTransfer)(nil),            // 21: fak.v1.WorkspaceTransfer
-	(*CommitRestoreResponse)(nil),        // 22: fak.v1.CommitRestoreResponse
-	(*FailMoveRequest)(nil),              // 23: fak.v1.FailMoveRequest
-	(*FailMoveResponse)(nil),             // 24: fak.v1.FailMoveResponse
-	(*CopyWorkspaceRequest)(nil),         // 25: fak.v1.CopyWorkspaceRequest
-	(*CopyWorkspaceResponse)(nil),        // 26: fak.v1.CopyWorkspaceResponse
-	(*RecordWorkspaceCopyRequest)(nil),   // 27: fak.v1.RecordWorkspaceCopyRequest
-	(*RecordWorkspaceCopyResponse)(nil),  // 28: fak.v1.RecordWorkspaceCopyResponse
-	(*Placement)(nil),                    // 29: fak.v1.Placement
+	(*CacheLineage)(nil),                 // 1: fak.v1.CacheLineage
+	(*MoveSessionRequest)(nil),           // 2: fak.v1.MoveSessionRequest
+	(*MoveSessionResponse)(nil),          // 3: fak.v1.MoveSessionResponse
+	(*GetMoveRequest)(nil),               // 4: fak.v1.GetMoveRequest
+	(*GetMoveResponse)(nil),              // 5: fak.v1.GetMoveResponse
+	(*Label)(nil),                        // 6: fak.v1.Label
+	(*Node)(nil),                         // 7: fak.v1.Node
+	(*ListNodesRequest)(nil),             // 8: fak.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),            // 9: fak.v1.ListNodesResponse
+	(*DrainNodeRequest)(nil),             // 10: fak.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),            // 11: fak.v1.DrainNodeResponse
+	(*DrainStatusRequest)(nil),           // 12: fak.v1.DrainStatusRequest
+	(*DrainStatusResponse)(nil),          // 13: fak.v1.DrainStatusResponse
+	(*BlockedSession)(nil),               // 14: fak.v1.BlockedSession
+	(*CommitCheckpointRequest)(nil),      // 15: fak.v1.CommitCheckpointRequest
+	(*GetWorkspaceManifestRequest)(nil),  // 16: fak.v1.GetWorkspaceManifestRequest
+	(*GetWorkspaceManifestResponse)(nil), // 17: fak.v1.GetWorkspaceManifestResponse
+	(*FetchWorkspaceChunksRequest)(nil),  // 18: fak.v1.FetchWorkspaceChunksRequest
+	(*FetchWorkspaceChunksResponse)(nil), // 19: fak.v1.FetchWorkspaceChunksResponse
+	(*CommitCheckpointResponse)(nil),     // 20: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreRequest)(nil),         // 21: fak.v1.CommitRestoreRequest
+	(*WorkspaceTransfer)(nil),            // 22: fak.v1.WorkspaceTransfer
+	(*CommitRestoreResponse)(nil),        // 23: fak.v1.CommitRestoreResponse
+	(*FailMoveRequest)(nil),              // 24: fak.v1.FailMoveRequest
+	(*FailMoveResponse)(nil),             // 25: fak.v1.FailMoveResponse
+	(*CopyWorkspaceRequest)(nil),         // 26: fak.v1.CopyWorkspaceRequest
+	(*CopyWorkspaceResponse)(nil),        // 27: fak.v1.CopyWorkspaceResponse
+	(*RecordWorkspaceCopyRequest)(nil),   // 28: fak.v1.RecordWorkspaceCopyRequest
+	(*RecordWorkspaceCopyResponse)(nil),  // 29: fak.v1.RecordWorkspaceCopyResponse
+	(*WorkspaceCopy)(nil),                // 30: fak.v1.WorkspaceCopy
+	(*Placement)(nil),                    // 31: fak.v1.Placement
 }
 var file_fak_v1_move_proto_depIdxs = []int32{
-	29, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
-	29, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
-	21, // 2: fak.v1.Move.workspace_transfer:type_name -> fak.v1.WorkspaceTransfer
-	0,  // 3: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
-	0,  // 4: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
-	5,  // 5: fak.v1.Node.labels:type_name -> fak.v1.Label
-	6,  // 6: fak.v1.ListNodesResponse.nodes:type_name -> fak.v1.Node
-	6,  // 7: fak.v1.DrainNodeResponse.node:type_name -> fak.v1.Node
-	13, // 8: fak.v1.DrainStatusResponse.blocked:type_name -> fak.v1.BlockedSession
-	21, // 9: fak.v1.CommitRestoreRequest.transfer:type_name -> fak.v1.WorkspaceTransfer
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	31, // 0: fak.v1.Move.target:type_name -> fak.v1.Placement
+	31, // 1: fak.v1.Move.admitted:type_name -> fak.v1.Placement
+	22, // 2: fak.v1.Move.workspace_transfer:type_name -> fak.v1.WorkspaceTransfer
+	1,  // 3: fak.v1.Move.cache_lineage:type_name -> fak.v1.CacheLineage
+	0,  // 4: fak.v1.MoveSessionResponse.move:type_name -> fak.v1.Move
+	0,  // 5: fak.v1.GetMoveResponse.move:type_name -> fak.v1.Move
+	6,  // 6: fak.v1.Node.labels:type_name -> fak.v1.Label
+	7,  // 7: fak.v1.ListNodesResponse.nodes:type_name -> fak.v1.Node
+	7,  // 8: fak.v1.DrainNodeResponse.node:type_name -> fak.v1.Node
+	14, // 9: fak.v1.DrainStatusResponse.blocked:type_name -> fak.v1.BlockedSession
+	22, // 10: fak.v1.CommitRestoreRequest.transfer:type_name -> fak.v1.WorkspaceTransfer
+	22, // 11: fak.v1.RecordWorkspaceCopyRequest.transfer:type_name -> fak.v1.WorkspaceTransfer
+	22, // 12: fak.v1.WorkspaceCopy.transfer:type_name -> fak.v1.WorkspaceTransfer
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_move_proto_init() }
@@ -2145,7 +2412,7 @@ func file_fak_v1_move_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_move_proto_rawDesc), len(file_fak_v1_move_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -166,8 +166,10 @@ type Session struct {
 	// provider_session_id is a provider runtime's own thread, resumed by
 	// the next turn (false: the next turn starts a new one).
 	ProviderThread bool `protobuf:"varint,29,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The newest copy of its workspace on another node (absent: none).
+	WorkspaceCopy *WorkspaceCopy `protobuf:"bytes,30,opt,name=workspace_copy,json=workspaceCopy,proto3" json:"workspace_copy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -401,6 +403,13 @@ func (x *Session) GetProviderThread() bool {
 		return x.ProviderThread
 	}
 	return false
+}
+
+func (x *Session) GetWorkspaceCopy() *WorkspaceCopy {
+	if x != nil {
+		return x.WorkspaceCopy
+	}
+	return nil
 }
 
 type Event struct {
@@ -1473,7 +1482,7 @@ var File_fak_v1_session_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\xaf\b\n" +
+	"\x14fak/v1/session.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\"\xed\b\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -1508,7 +1517,8 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\x0erecover_manual\x18\x1a \x01(\bR\rrecoverManual\x12\x1a\n" +
 	"\bstranded\x18\x1b \x01(\bR\bstranded\x12#\n" +
 	"\rstranded_node\x18\x1c \x01(\tR\fstrandedNode\x12'\n" +
-	"\x0fprovider_thread\x18\x1d \x01(\bR\x0eproviderThread\"\xb9\x01\n" +
+	"\x0fprovider_thread\x18\x1d \x01(\bR\x0eproviderThread\x12<\n" +
+	"\x0eworkspace_copy\x18\x1e \x01(\v2\x15.fak.v1.WorkspaceCopyR\rworkspaceCopy\"\xb9\x01\n" +
 	"\x05Event\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
@@ -1642,10 +1652,11 @@ var file_fak_v1_session_proto_goTypes = []any{
 	(*Lease)(nil),                   // 21: fak.v1.Lease
 	(*PendingInteraction)(nil),      // 22: fak.v1.PendingInteraction
 	(*Move)(nil),                    // 23: fak.v1.Move
-	(*Policy)(nil),                  // 24: fak.v1.Policy
-	(*Attachment)(nil),              // 25: fak.v1.Attachment
-	(*CapabilitySet)(nil),           // 26: fak.v1.CapabilitySet
-	(*Envelope)(nil),                // 27: fak.v1.Envelope
+	(*WorkspaceCopy)(nil),           // 24: fak.v1.WorkspaceCopy
+	(*Policy)(nil),                  // 25: fak.v1.Policy
+	(*Attachment)(nil),              // 26: fak.v1.Attachment
+	(*CapabilitySet)(nil),           // 27: fak.v1.CapabilitySet
+	(*Envelope)(nil),                // 28: fak.v1.Envelope
 }
 var file_fak_v1_session_proto_depIdxs = []int32{
 	1,  // 0: fak.v1.Session.state:type_name -> fak.v1.SessionState
@@ -1653,26 +1664,27 @@ var file_fak_v1_session_proto_depIdxs = []int32{
 	21, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
 	22, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
 	23, // 4: fak.v1.Session.move:type_name -> fak.v1.Move
-	20, // 5: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
-	24, // 6: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
-	2,  // 7: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
-	0,  // 8: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 9: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
-	0,  // 10: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
-	2,  // 11: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
-	25, // 12: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
-	26, // 13: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
-	27, // 14: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
-	4,  // 15: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
-	0,  // 16: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
-	3,  // 17: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
-	3,  // 18: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
-	2,  // 19: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	24, // 5: fak.v1.Session.workspace_copy:type_name -> fak.v1.WorkspaceCopy
+	20, // 6: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
+	25, // 7: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
+	2,  // 8: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
+	0,  // 9: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 10: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
+	0,  // 11: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
+	2,  // 12: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
+	26, // 13: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
+	27, // 14: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
+	28, // 15: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
+	4,  // 16: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
+	0,  // 17: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
+	3,  // 18: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
+	3,  // 19: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
+	2,  // 20: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_session_proto_init() }
