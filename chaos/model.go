@@ -17,8 +17,9 @@ import (
 
 // Model sessions in a chaos run (issue 14): every node has a runtime
 // "gpt" of fak's own model loop, pointed at a fake OpenAI-compatible
-// server in the harness's process (modeltest). The server answers each
-// turn with ~24 words streamed at modelTokensPerSecond, so a turn is in
+// server in the harness's process (modeltest). The server has each turn
+// read and rewrite a witness file in the workspace (workspaces.go), then
+// answers with ~24 words streamed at modelTokensPerSecond, so a turn is in
 // flight for a good part of the time and kills, pauses and moves cut
 // turns in the middle.
 const (
@@ -50,9 +51,7 @@ type modelEndpoint struct {
 
 func newModelEndpoint() *modelEndpoint {
 	srv := modeltest.NewServer()
-	srv.SetDefault(func(r modeltest.Request) modeltest.Reply {
-		return modeltest.Reply{Text: modelReply(r.LastUserText()), TokensPerSecond: modelTokensPerSecond}
-	})
+	srv.SetDefault(witnessReply)
 	return &modelEndpoint{srv: srv, url: srv.URL}
 }
 
@@ -64,6 +63,8 @@ func (m *modelEndpoint) config() string {
   endpoint     = %q
   model        = %q
   turn_timeout = %q
+  tools        = ["read_file", "write_file"]
+  approve      = ["read_file", "write_file"]
 }
 `, modelRuntime, m.url, modelName, modelTurnTimeout.String())
 }

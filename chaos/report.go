@@ -63,6 +63,7 @@ type Report struct {
 // every input answered once, and every replica identical.
 func (r *Report) Ok() bool {
 	return r.Linearizability.Ok() && r.Durability.Ok && r.Addresses.Ok && r.Leases.Ok && r.Boundaries.Ok && r.Epochs.Ok && r.Turns.Ok && len(r.Model.AnswerViolations) == 0 &&
+		len(r.Model.Workspaces.Violations) == 0 &&
 		len(r.ReplicaProblems) == 0 && len(r.ReplayProblems) == 0
 }
 
@@ -187,6 +188,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "%s\n", r.turnsLine())
 	if r.Model.Off == "" {
 		fmt.Fprintf(&b, "%s\n", r.answersLine())
+		fmt.Fprintf(&b, "%s\n", r.workspacesLine())
 	}
 	if len(r.ReplicaProblems) == 0 {
 		b.WriteString("replicas: identical on every node\n")
@@ -246,6 +248,16 @@ func (r *Report) answersLine() string {
 		counts += " each said exactly the model's reply to their own input"
 	}
 	return checker.Summarize("answers", v, counts)
+}
+
+// workspacesLine is the verdict of the workspace witness chain.
+func (r *Report) workspacesLine() string {
+	w := r.Model.Workspaces
+	counts := fmt.Sprintf("%d model turns read the workspace (%d first after a move's cutover, %d after a recovery)", w.Reads, w.AfterMoves, w.AfterRecoveries)
+	if len(w.Violations) == 0 {
+		counts += "; each found what the session's last write left"
+	}
+	return checker.Summarize("workspaces", w.Violations, counts)
 }
 
 func (r *Report) write(dir string) error {

@@ -238,6 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Model.Requests = model.Requests()
 	rep.Model.Answers, rep.Model.AnswerViolations = modelAnswers(turnJ, ml.Sessions())
 	rep.Model.Moves, rep.Model.Recoveries = modelMoves(turnJ, ml.Sessions())
+	rep.Model.Workspaces = workspaceWitness(turnJ, ml.Sessions())
 	rep.MovesRequested, rep.MovesRefused = mw.requested.Load(), mw.refused.Load()
 	rep.stats(ops, rep.Faults, loadStart, loadEnd)
 	rep.Logs = fleet.Logs()

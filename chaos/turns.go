@@ -44,6 +44,8 @@ type ModelStats struct {
 	// session's node was down.
 	Moves      int `json:"moves"`
 	Recoveries int `json:"recoveries"`
+	// Workspaces is the witness chain's verdict (workspaces.go).
+	Workspaces WorkspaceStats `json:"workspaces"`
 }
 
 // settle waits, up to timeout, until none of the sessions has a queued

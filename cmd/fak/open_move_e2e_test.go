@@ -53,7 +53,7 @@ func TestOpenE2E_Move(t *testing.T) {
 	r.waitOutput(t, "every transition", regexp.MustCompile(`(?m)^#\d+ move mov_\w+ requested: n1 → n2 \(operator\); the session runs on n1 until the cutover
 #\d+ move: checkpointed at #\d+ \(\+\d+ms\)
 #\d+ move: n2 admitted \(alive, not_draining, capacity, adapter, .*\) \(\+\d+ms\)
-#\d+ move: restored on n2 as epoch 2 \(\+\d+ms\)
+#\d+ move: restored on n2 as epoch 2; no provider cache to keep \(\+\d+ms\)
 #\d+ epoch 2: echo on n2 \(move\)
 #\d+ move committed: n1 → n2, epoch 2 \(\+\d+ms\)
 -- the session now runs on n2 as epoch 2; this client stays attached and sends to epoch 2$`))

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/workspace"
@@ -36,8 +38,14 @@ type WorkspaceSource interface {
 // (a device, a link out of it, more than max_workspace_bytes).
 const ReasonWorkspaceRefused = "WORKSPACE_REFUSED"
 
-// fetchBatch is how many chunks one fetch asks for (1 MiB each at most).
-const fetchBatch = 256
+// fetchBatch is how many chunks one fetch asks for (1 MiB each at most);
+// fetchStreams how many fetches run at once, so that the source reading
+// and verifying chunks, the wire, and this store verifying and writing
+// them overlap.
+const (
+	fetchBatch   = 64
+	fetchStreams = 3
+)
 
 // movesWorkspaces: this runner carries workspaces through moves.
 func (r *Runner) movesWorkspaces() bool {
@@ -187,25 +195,44 @@ func (r *Runner) fetchSnapshot(ctx context.Context, from, digest string) (*works
 // fetchChunks reads the missing chunks from the source into the store,
 // each verified by its hash as it is stored.
 func (r *Runner) fetchChunks(ctx context.Context, src WorkspaceSource, from string, missing []string) error {
+	batches := make(chan []string, len(missing)/fetchBatch+1)
 	for len(missing) > 0 {
 		batch := missing[:min(fetchBatch, len(missing))]
 		missing = missing[len(batch):]
-		err := src.Chunks(ctx, batch, func(hash string, data []byte) error {
-			if err := r.cfg.Workspaces.Put(hash, data); err != nil {
-				if errors.Is(err, workspace.ErrDigestMismatch) {
-					return moveRefusal(fmt.Sprintf("%s: chunk %s from %s: %v", fsm.ReasonWorkspaceDigestMismatch, hash, from, err))
+		batches <- batch
+	}
+	close(batches)
+	g, ctx := errgroup.WithContext(ctx)
+	for range fetchStreams {
+		g.Go(func() error {
+			for batch := range batches {
+				if err := r.fetchBatch(ctx, src, from, batch); err != nil {
+					return err
 				}
-				return err
 			}
 			return nil
 		})
-		if err != nil {
-			var mr moveRefusal
-			if errors.As(err, &mr) {
-				return mr
+	}
+	return g.Wait()
+}
+
+// fetchBatch reads one batch of chunks from the source into the store.
+func (r *Runner) fetchBatch(ctx context.Context, src WorkspaceSource, from string, batch []string) error {
+	err := src.Chunks(ctx, batch, func(hash string, data []byte) error {
+		if err := r.cfg.Workspaces.Put(hash, data); err != nil {
+			if errors.Is(err, workspace.ErrDigestMismatch) {
+				return moveRefusal(fmt.Sprintf("%s: chunk %s from %s: %v", fsm.ReasonWorkspaceDigestMismatch, hash, from, err))
 			}
-			return sourceLost(err, from, "")
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		var mr moveRefusal
+		if errors.As(err, &mr) {
+			return mr
+		}
+		return sourceLost(err, from, "")
 	}
 	return nil
 }
