@@ -99,10 +99,11 @@ func TestWorkspaceMovesWithTheSession(t *testing.T) {
 	// them, n2 finds them altered, drops them and refuses, and the move
 	// fails with WORKSPACE_DIGEST_MISMATCH: the session stays on n2 and
 	// serves.
-	store := filepath.Join(n2.DataDir, "workspace-store", "chunks")
+	store := filepath.Join(n2.DataDir, "workspace-store")
 	altered := 0
 	_ = filepath.WalkDir(store, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		rel, _ := filepath.Rel(store, p)
+		if err == nil && !d.IsDir() && (strings.HasPrefix(rel, "chunks") || strings.HasSuffix(p, ".pack")) {
 			if werr := os.WriteFile(p, []byte("altered"), 0o600); werr == nil {
 				altered++
 			}

@@ -216,10 +216,17 @@ func (r *Runner) fetchChunks(ctx context.Context, src WorkspaceSource, from stri
 	return g.Wait()
 }
 
-// fetchBatch reads one batch of chunks from the source into the store.
-func (r *Runner) fetchBatch(ctx context.Context, src WorkspaceSource, from string, batch []string) error {
-	err := src.Chunks(ctx, batch, func(hash string, data []byte) error {
-		if err := r.cfg.Workspaces.Put(hash, data); err != nil {
+// fetchBatch reads one batch of chunks from the source into the store,
+// in one pack: what arrived before an error is kept.
+func (r *Runner) fetchBatch(ctx context.Context, src WorkspaceSource, from string, batch []string) (err error) {
+	recv := r.cfg.Workspaces.Receiver()
+	defer func() {
+		if cerr := recv.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	err = src.Chunks(ctx, batch, func(hash string, data []byte) error {
+		if err := recv.Put(hash, data); err != nil {
 			if errors.Is(err, workspace.ErrDigestMismatch) {
 				return moveRefusal(fmt.Sprintf("%s: chunk %s from %s: %v", fsm.ReasonWorkspaceDigestMismatch, hash, from, err))
 			}

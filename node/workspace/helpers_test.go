@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,14 +140,21 @@ func snapshot(t testing.TB, dir string, s *workspace.Store) *workspace.Manifest 
 	return m
 }
 
-// chunkFile finds the file a store keeps the chunk hash in, whatever its
-// layout: tests only know that it is named by the hash.
+// chunkFile finds the file a store keeps the chunk hash in: a file named
+// by the hash (a loose chunk, a manifest), or the pack whose index lists
+// it (packs/<id>.pack beside packs/<id>.idx).
 func chunkFile(t testing.TB, storeDir, hash string) string {
 	t.Helper()
 	found := ""
 	_ = filepath.WalkDir(storeDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Name() == hash {
+		if err != nil {
+			return nil
+		}
+		if d.Name() == hash {
 			found = p
+		}
+		if id, ok := strings.CutSuffix(p, ".idx"); ok && found == "" && slices.Contains(indexHashes(t, p), hash) {
+			found = id + ".pack"
 		}
 		return nil
 	})
@@ -156,14 +164,35 @@ func chunkFile(t testing.TB, storeDir, hash string) string {
 	return found
 }
 
-// countChunks is how many chunks the store holds (under chunks/).
+// indexHashes is the chunks a pack index lists.
+func indexHashes(t testing.TB, idx string) []string {
+	t.Helper()
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			hs = append(hs, f[0])
+		}
+	}
+	return hs
+}
+
+// countChunks is how many chunks the store holds: loose ones under
+// chunks/ and those the pack indexes list.
 func countChunks(t testing.TB, storeDir string) int {
 	t.Helper()
 	n := 0
 	_ = filepath.WalkDir(storeDir, func(p string, d fs.DirEntry, err error) error {
 		rel, _ := filepath.Rel(storeDir, p)
-		if err == nil && d.Type().IsRegular() && len(d.Name()) == 64 && strings.HasPrefix(rel, "chunks"+string(filepath.Separator)) {
+		switch {
+		case err != nil || !d.Type().IsRegular():
+		case len(d.Name()) == 64 && strings.HasPrefix(rel, "chunks"+string(filepath.Separator)):
 			n++
+		case strings.HasSuffix(p, ".idx") && !strings.HasPrefix(d.Name(), "."):
+			n += len(indexHashes(t, p))
 		}
 		return nil
 	})

@@ -41,8 +41,11 @@ func Snapshot(dir string, s *Store, maxBytes int64) (*Manifest, error) {
 // snapshot is Snapshot, also returning the walk (what it read).
 func snapshot(dir string, s *Store, maxBytes int64) (*Manifest, *walker, error) {
 	key := cacheKey(dir)
-	w := &walker{root: dir, store: s, max: maxBytes, cached: s.stats.get(key),
+	w := &walker{root: dir, store: s, max: maxBytes, cached: s.stats.get(key), pack: s.newPack(),
 		seen: &dirCache{takenAt: time.Now().UnixNano(), files: map[string]cachedFile{}}}
+	// A refused or failed walk keeps the chunks it stored (no-op after the
+	// close below).
+	defer func() { _ = w.pack.close() }()
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -64,6 +67,9 @@ func snapshot(dir string, s *Store, maxBytes int64) (*Manifest, *walker, error) 
 	if err := Validate(m, maxBytes); err != nil {
 		return nil, nil, err
 	}
+	if err := w.pack.close(); err != nil {
+		return nil, nil, err
+	}
 	if _, err := s.PutManifest(m); err != nil {
 		return nil, nil, err
 	}
@@ -78,7 +84,8 @@ type walker struct {
 	buf     []byte
 	total   int64
 	entries []Entry
-	cached  *dirCache // the last Snapshot's (or Materialize's) stats
+	pack    *packWriter // the chunks this Snapshot stores
+	cached  *dirCache   // the last Snapshot's (or Materialize's) stats
 	seen    *dirCache // this one's
 	read    int       // files read (not vouched for by cached)
 }
@@ -152,7 +159,7 @@ func (w *walker) file(p, abs string, fi fs.FileInfo) error {
 	if w.max > 0 && fi.Size() > w.max-w.total {
 		return refuse(p, "workspace exceeds %d bytes", w.max)
 	}
-	if chunks, ok := w.cached.lookup(w.store, p, fi); ok {
+	if chunks, ok := w.cached.lookup(w.pack, p, fi); ok {
 		w.total += fi.Size()
 		w.entries = append(w.entries, Entry{Path: p, Type: TypeFile, Mode: uint32(fi.Mode().Perm()), Size: fi.Size(), Chunks: chunks})
 		w.seen.record(p, fi, chunks)
@@ -188,7 +195,7 @@ func (w *walker) file(p, abs string, fi fs.FileInfo) error {
 			e.Size += int64(n)
 			sum := sha256.Sum256(w.buf[:n])
 			h := hex.EncodeToString(sum[:])
-			if err := w.store.put(h, w.buf[:n]); err != nil {
+			if err := w.pack.add(h, w.buf[:n]); err != nil {
 				return err
 			}
 			e.Chunks = append(e.Chunks, h)

@@ -115,7 +115,7 @@ func (c *statCache) forget(dir string) {
 // lookup returns the chunks of the file p if the cache vouches for them:
 // same stat, not racy, and every chunk still in the store (its mtime
 // refreshed, as a re-stored chunk's would be).
-func (d *dirCache) lookup(s *Store, p string, fi fs.FileInfo) ([]string, bool) {
+func (d *dirCache) lookup(pw *packWriter, p string, fi fs.FileInfo) ([]string, bool) {
 	if d == nil {
 		return nil, false
 	}
@@ -127,9 +127,8 @@ func (d *dirCache) lookup(s *Store, p string, fi fs.FileInfo) ([]string, bool) {
 	if !ok || st != cf.stat || cf.stat.ctime >= d.takenAt-int64(racyMargin) {
 		return nil, false
 	}
-	now := time.Now()
 	for _, h := range cf.chunks {
-		if err := os.Chtimes(s.chunkPath(h), now, now); err != nil {
+		if !pw.touch(h) {
 			return nil, false
 		}
 	}

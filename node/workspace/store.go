@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -23,16 +24,24 @@ import (
 type Store struct {
 	dir   string
 	stats statCache
+
+	mu     sync.Mutex
+	packed map[string]packLoc // chunk hash → its place in a pack (pack.go)
 }
 
-// OpenStore opens the store in dir, creating it (0700) if needed.
+// OpenStore opens the store in dir, creating it (0700) if needed, and
+// reads its pack indexes.
 func OpenStore(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "chunks"), filepath.Join(dir, "manifests")} {
+	for _, d := range []string{dir, filepath.Join(dir, "chunks"), filepath.Join(dir, "manifests"), filepath.Join(dir, "packs")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("workspace store: %w", err)
 		}
 	}
-	return &Store{dir: dir}, nil
+	s := &Store{dir: dir, packed: map[string]packLoc{}}
+	if err := s.loadPacks(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *Store) chunkPath(h string) string { return filepath.Join(s.dir, "chunks", h[:2], h) }
@@ -45,6 +54,9 @@ func (s *Store) Has(hash string) bool {
 	if !isHash(hash) {
 		return false
 	}
+	if _, ok := s.packedLoc(hash); ok {
+		return true
+	}
 	fi, err := os.Lstat(s.chunkPath(hash))
 	return err == nil && fi.Mode().IsRegular()
 }
@@ -53,6 +65,18 @@ func (s *Store) Has(hash string) bool {
 // chunk over ChunkSize (*Refusal), and data whose sha256 is not hash
 // (ErrDigestMismatch): a peer cannot plant content under another name.
 func (s *Store) Put(hash string, data []byte) error {
+	if err := checkChunk(hash, data); err != nil {
+		return err
+	}
+	// A chunk already stored is not written again, but its mtime (or its
+	// pack's) is refreshed, which is what Remove ages by.
+	if _, ok := s.touch(hash); ok {
+		return nil
+	}
+	return writeAtomic(s.chunkPath(hash), data)
+}
+
+func checkChunk(hash string, data []byte) error {
 	if !isHash(hash) {
 		return refuse(clip(hash), "malformed chunk hash")
 	}
@@ -62,15 +86,20 @@ func (s *Store) Put(hash string, data []byte) error {
 	if got := sha256Hex(data); got != hash {
 		return fmt.Errorf("%w: chunk %s: content hashes to %s", ErrDigestMismatch, hash, got)
 	}
-	return s.put(hash, data)
+	return nil
 }
 
-// put stores data already known to hash to h. A chunk already stored is
-// not written again (a second Snapshot of an unchanged tree writes
-// nothing) but its mtime is refreshed, which is what Remove ages by.
-func (s *Store) put(h string, data []byte) error {
-	return touchOrWrite(s.chunkPath(h), data)
-}
+// Receiver stores the chunks of one fetch from another node in one pack:
+// each Put is verified like Store.Put; Close makes them the store's (and
+// must be called even after an error, to keep what arrived).
+type Receiver struct{ p *packWriter }
+
+// Receiver starts a fetch into s.
+func (s *Store) Receiver() *Receiver { return &Receiver{p: s.newPack()} }
+
+func (r *Receiver) Put(hash string, data []byte) error { return r.p.put(hash, data) }
+
+func (r *Receiver) Close() error { return r.p.close() }
 
 // Get returns the chunk hash, verified: a chunk altered on disk is
 // ErrDigestMismatch (and removed, so Missing lists it again); a chunk the
@@ -89,7 +118,7 @@ func (s *Store) read(hash string, buf []byte) ([]byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("workspace store: chunk %s missing: %w", hash, fs.ErrNotExist)
+			return s.readPacked(hash, buf)
 		}
 		return nil, fmt.Errorf("workspace store: chunk %s: %w", hash, err)
 	}
@@ -183,12 +212,19 @@ func (s *Store) Manifest(digest string) (*Manifest, error) {
 // missing).
 func (s *Store) Remove(older time.Duration) error {
 	cutoff := time.Now().Add(-older)
+	if err := s.removePacks(cutoff); err != nil {
+		return fmt.Errorf("workspace store: %w", err)
+	}
+	packs := filepath.Join(s.dir, "packs")
 	return filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
 			return err
+		}
+		if d.IsDir() && p == packs {
+			return filepath.SkipDir // a pack ages with its index: removePacks
 		}
 		if !d.Type().IsRegular() {
 			return nil
