@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Materialize makes dir hold exactly m, from the chunks in s. It Validates
@@ -39,7 +40,12 @@ func Materialize(dir string, m *Manifest, s *Store, maxBytes int64) error {
 	if err != nil {
 		return fmt.Errorf("workspace materialize: %w", err)
 	}
-	if err := build(tmp, m, s); err != nil {
+	// Files of the old tree the stat cache vouches for, unchanged and with
+	// the chunks and mode the manifest wants, are linked into the new
+	// tree instead of written again: the old tree is removed after the
+	// swap, so each stays with one name.
+	reuse := &reuse{dir: abs, cache: s.stats.get(cacheKey(abs))}
+	if err := build(tmp, m, s, reuse); err != nil {
 		_ = removeAll(tmp)
 		return err
 	}
@@ -62,7 +68,7 @@ func Materialize(dir string, m *Manifest, s *Store, maxBytes int64) error {
 // build creates m's entries under root, a fresh empty directory, in
 // manifest order (parents first), and syncs the tree (syncTree) so it
 // survives a crash once it is swapped in.
-func build(root string, m *Manifest, s *Store) error {
+func build(root string, m *Manifest, s *Store, r *reuse) error {
 	buf := make([]byte, ChunkSize+1)
 	dirs := []string{root}
 	var files []string
@@ -82,8 +88,10 @@ func build(root string, m *Manifest, s *Store) error {
 			}
 			dirs = append(dirs, p)
 		case TypeFile:
-			if err := writeFile(p, e, s, buf); err != nil {
-				return err
+			if !r.link(e, p) {
+				if err := writeFile(p, e, s, buf); err != nil {
+					return err
+				}
 			}
 			files = append(files, p)
 		case TypeSymlink:
@@ -107,6 +115,35 @@ func syncEach(files, dirs []string) error {
 		}
 	}
 	return nil
+}
+
+// reuse is the tree Materialize replaces, as the stat cache last saw it.
+type reuse struct {
+	dir   string
+	cache *dirCache
+}
+
+// link makes p a second name of the old tree's file e.Path if that file
+// is, by the cache, exactly e (same chunks, mode, and unchanged since it
+// was read), and reports whether it did.
+func (r *reuse) link(e *Entry, p string) bool {
+	if r.cache == nil {
+		return false
+	}
+	cf, ok := r.cache.files[e.Path]
+	if !ok || !slices.Equal(cf.chunks, e.Chunks) || uint32(cf.stat.mode.Perm()) != e.Mode || !cf.stat.mode.IsRegular() ||
+		cf.stat.ctime >= r.cache.takenAt-int64(racyMargin) {
+		return false
+	}
+	old := filepath.Join(r.dir, filepath.FromSlash(e.Path))
+	fi, err := os.Lstat(old)
+	if err != nil {
+		return false
+	}
+	if st, ok := statOf(fi); !ok || st != cf.stat {
+		return false
+	}
+	return os.Link(old, p) == nil
 }
 
 // writeFile creates the file e at p from its chunks, each verified by the

@@ -190,15 +190,11 @@ func (s *Store) packedLoc(h string) (packLoc, bool) {
 // touch reports whether the store holds chunk h, refreshing its mtime (a
 // loose chunk's, or its pack's) as a re-stored chunk's would be.
 func (s *Store) touch(h string) (packLoc, bool) {
-	now := time.Now()
-	if os.Chtimes(s.chunkPath(h), now, now) == nil {
-		return packLoc{}, true
-	}
 	loc, ok := s.packedLoc(h)
 	if !ok {
-		return packLoc{}, false
+		return packLoc{}, refresh(s.chunkPath(h)) == nil
 	}
-	if err := os.Chtimes(s.packPath(loc.pack), now, now); err != nil {
+	if err := refresh(s.packPath(loc.pack)); err != nil {
 		s.forgetPack(loc.pack)
 		return packLoc{}, false
 	}

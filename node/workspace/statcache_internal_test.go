@@ -186,3 +186,49 @@ func TestSnapshot_TrustsWhatMaterializeWrote(t *testing.T) {
 		t.Fatalf("read %d files, digest %s, want %s", read, got.Digest(), m.Digest())
 	}
 }
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := statOf(fi)
+	return st.ino
+}
+
+// Materializing over a tree the stat cache knows links the files that
+// stay as they are instead of writing them again; the changed one is
+// written.
+func TestMaterialize_LinksUnchangedFiles(t *testing.T) {
+	s, _ := OpenStore(t.TempDir())
+	src := t.TempDir()
+	writeTree(t, src, threeFiles())
+	m1, err := Snapshot(src, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	if err := Materialize(dst, m1, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	age(t, s, dst)
+	keep, changed := inode(t, filepath.Join(dst, "d/b.bin")), inode(t, filepath.Join(dst, "a.txt"))
+	writeTree(t, src, map[string][]byte{"a.txt": []byte("ALPHA!")})
+	m2, err := Snapshot(src, s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Materialize(dst, m2, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := inode(t, filepath.Join(dst, "d/b.bin")); got != keep {
+		t.Errorf("d/b.bin was written again (inode %d, was %d)", got, keep)
+	}
+	if got := inode(t, filepath.Join(dst, "a.txt")); got == changed {
+		t.Error("a.txt kept its old inode although it changed")
+	}
+	if got := freshDigest(t, dst); got != m2.Digest() {
+		t.Fatalf("materialized tree %s, want %s", got, m2.Digest())
+	}
+}

@@ -249,11 +249,30 @@ func (s *Store) Remove(older time.Duration) error {
 // named by its hash, so it already holds data) and otherwise writes data
 // to p atomically.
 func touchOrWrite(p string, data []byte) error {
-	now := time.Now()
-	if err := os.Chtimes(p, now, now); err == nil {
+	if refresh(p) == nil {
 		return nil
 	}
 	return writeAtomic(p, data)
+}
+
+// touchAfter is how old an mtime must be before a re-store refreshes it:
+// Remove ages by days, and a stat, unlike a metadata write, never waits
+// on the file system's journal (a move's checkpoint and restore touch
+// the same manifest several times in milliseconds).
+const touchAfter = 10 * time.Minute
+
+// refresh makes p's mtime recent, writing it only when it is not; an
+// error means p is not there.
+func refresh(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if now.Sub(fi.ModTime()) < touchAfter {
+		return nil
+	}
+	return os.Chtimes(p, now, now)
 }
 
 // writeAtomic writes data to a temp file beside p and renames it over p,
