@@ -88,6 +88,13 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			r.retire(ctx, id, h, ours && h.epoch == s.Epoch || h.restores != restores)
 		}
 		switch {
+		case r.restoreDue(s) && !fresh:
+			// A restore replaces this node's workspace of the session: it
+			// must not act on a replica still replaying an old move (a
+			// restarted node), which would put back the tree of a move
+			// long cut over over the live one. Read the cluster first.
+			needFresh = true
+			continue
 		case r.restoreDue(s):
 			err = r.restore(ctx, s)
 		case !ours:
