@@ -38,6 +38,10 @@ type local struct {
 	// a turn is applied: commands it applies land between the runner's
 	// read of the session and its turn.started.
 	beforeTurnStart func()
+	// onSync, when set, runs at a read barrier (Writer.Sync): commands it
+	// applies are what the cluster had committed and this replica had
+	// not yet applied.
+	onSync func()
 }
 
 func newLocal(t *testing.T) *local {
@@ -140,7 +144,16 @@ func (l *local) RecordUsage(_ context.Context, id string, usage *fsmpb.Budget, r
 }
 
 // Sync: the local FSM is the whole cluster.
-func (l *local) Sync(context.Context, string) error { return nil }
+func (l *local) Sync(context.Context, string) error {
+	l.mu.Lock()
+	f := l.onSync
+	l.onSync = nil
+	l.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return nil
+}
 
 // session creates a session placed on node with adapter, attaches a
 // terminal holding the lease, and returns the session id.

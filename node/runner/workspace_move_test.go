@@ -180,3 +180,58 @@ func TestRunner_BrokenWorkspaceTransferResumes(t *testing.T) {
 		t.Fatalf("f5 after the resumed transfer: %q %v", b, err)
 	}
 }
+
+// A runner whose replica is behind — a restarted node replaying its log
+// still sees a move admitted to it that the cluster has long cut over —
+// takes a read barrier before restoring: it must not put the move's
+// checkpointed tree back over the workspace the session has used since.
+func TestRunner_RestoreReadsTheClusterFirst(t *testing.T) {
+	l := newLocal(t)
+	id := l.session("s1", "n0", "echo")
+	srcDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(srcDir, "checkpointed.txt"), []byte("as of the move\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := workspace.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.requestMove(id, "m1", "n1")
+	ws := l.checkpointWorkspace(id, "m1", src, srcDir)
+	l.admit(id, "m1", "n1")
+	// What the cluster committed since, unseen by this replica: the
+	// restore and the cutover. The workspace on n1 moved on meanwhile.
+	l.onSync = func() {
+		s, _ := l.f.Session(id)
+		l.must(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
+			SessionId: id, MoveId: "m1", NewEpoch: 2, Digest: s.Move.Digest}}})
+		l.must(&fsmpb.Command{Body: &fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{SessionId: id, MoveId: "m1"}}})
+	}
+	dir := t.TempDir()
+	store, err := workspace.OpenStore(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "workspaces")
+	live := filepath.Join(root, id, "later.txt")
+	if err := os.MkdirAll(filepath.Dir(live), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(live, []byte("written after the cutover\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l, Adapters: []runner.Adapter{echo.New(echo.Options{})},
+		Logger: hclog.NewNullLogger(), WorkspaceRoot: root, Workspaces: store,
+		Sources: func(string) (runner.WorkspaceSource, error) { return storeSource{s: src}, nil }})
+	r.Start()
+	t.Cleanup(r.Stop)
+	l.waitSession(id, "the cutover the cluster had", moveState(fsm.MoveCutoverCommitted))
+	l.inputAt(id, 2, "after")
+	l.waitSession(id, "a turn on n1", turnsDone(1))
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("the live workspace was replaced by move m1's checkpoint %s: %v", ws.Digest, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, id, "checkpointed.txt")); err == nil {
+		t.Fatal("the checkpointed tree was materialized over the live one")
+	}
+}
