@@ -138,14 +138,6 @@ func TransferFromAPI(t *fakv1.WorkspaceTransfer) *fsmpb.WorkspaceTransfer {
 }
 
 // TransferToAPI is the API's form of a workspace transfer (nil: none).
-func transferFromAPI(t *fakv1.WorkspaceTransfer) *fsmpb.WorkspaceTransfer {
-	if t == nil {
-		return nil
-	}
-	return &fsmpb.WorkspaceTransfer{BytesSent: t.BytesSent, BytesPresent: t.BytesPresent, ChunksSent: t.ChunksSent,
-		ChunksPresent: t.ChunksPresent, FetchNanos: t.FetchMs * 1e6, RestoreNanos: t.RestoreMs * 1e6}
-}
-
 func TransferToAPI(t *fsmpb.WorkspaceTransfer) *fakv1.WorkspaceTransfer {
 	if t == nil {
 		return nil

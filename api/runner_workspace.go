@@ -99,7 +99,7 @@ func (h *runnerHandler) RecordWorkspaceCopy(ctx context.Context, req *connect.Re
 				SessionId: m.SessionId, Epoch: m.Epoch, Copy: &fsmpb.WorkspaceCopy{
 					Workspace: &fsmpb.Workspace{Digest: m.Digest, Bytes: m.Bytes, Chunks: m.Chunks},
 					Node:      m.Node, AfterInput: m.AfterInput, TurnsCompleted: m.TurnsCompleted,
-					Transfer: transferFromAPI(m.Transfer), CopyNanos: m.CopyNanos,
+					Transfer: TransferFromAPI(m.Transfer), CopyNanos: m.CopyNanos,
 				}}}}
 		},
 		func(*fsmpb.Result) *fakv1.RecordWorkspaceCopyResponse { return &fakv1.RecordWorkspaceCopyResponse{} },

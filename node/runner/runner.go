@@ -75,6 +75,11 @@ type Runner struct {
 	// swept is the FSM restore count the last sweep of vanished sessions
 	// ran at (scan goroutine only).
 	swept uint64
+	// synced is 1 + the FSM restore count at this runner's first
+	// successful read barrier (0: none yet). From then on the local
+	// replica is at least as new as anything committed before this
+	// process started, and only moves forward until a snapshot restore.
+	synced atomic.Uint64
 
 	mu     sync.Mutex
 	hosts  map[string]*host

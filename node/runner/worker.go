@@ -88,7 +88,7 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			r.retire(ctx, id, h, ours && h.epoch == s.Epoch || h.restores != restores)
 		}
 		switch {
-		case r.restoreDue(s) && !fresh:
+		case r.restoreDue(s) && !fresh && !r.caughtUp():
 			// A restore replaces this node's workspace of the session: it
 			// must not act on a replica still replaying an old move (a
 			// restarted node), which would put back the tree of a move
@@ -181,10 +181,19 @@ func (r *Runner) awaitLocal(ctx context.Context, id string, want uint64) error {
 
 // barrier makes the local replica at least as new as the cluster.
 func (r *Runner) barrier(ctx context.Context, id string) error {
+	restores := r.cfg.FSM.Restores()
 	if err := retry(ctx, func(ctx context.Context) error { return r.cfg.Writer.Sync(ctx, id) }); err != nil {
 		return fmt.Errorf("read barrier: %w", err)
 	}
+	r.synced.Store(restores + 1)
 	return nil
+}
+
+// caughtUp: a read barrier succeeded since this process started (and
+// since the last snapshot restore), so the local replica holds everything
+// committed before the process started: it no longer replays old state.
+func (r *Runner) caughtUp() bool {
+	return r.synced.Load() == r.cfg.FSM.Restores()+1
 }
 
 // isFenced: the FSM refused a write because the runner's view was out of
