@@ -67,9 +67,31 @@ func (l *local) checkpointWorkspace(id, moveID string, src *workspace.Store, dir
 	return ws
 }
 
+// sourceWorkspace requests move moveID of session id to n1 and commits
+// its checkpoint with a workspace holding one file, as the source does.
+func (l *local) sourceWorkspace(id, moveID, name, content string) (*workspace.Store, *fsmpb.Workspace) {
+	l.t.Helper()
+	dir := l.t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o640); err != nil {
+		l.t.Fatal(err)
+	}
+	src, err := workspace.OpenStore(l.t.TempDir())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.requestMove(id, moveID, "n1")
+	return src, l.checkpointWorkspace(id, moveID, src, dir)
+}
+
 // destination runs the runner of n1 with a workspace store, whose sources
 // are src.
 func (l *local) destination(src runner.WorkspaceSource) (root string, store *workspace.Store) {
+	return l.destinationWith(src, nil)
+}
+
+// destinationWith is destination, calling before with the workspace root
+// before the runner starts.
+func (l *local) destinationWith(src runner.WorkspaceSource, before func(root string)) (root string, store *workspace.Store) {
 	l.t.Helper()
 	dir := l.t.TempDir()
 	store, err := workspace.OpenStore(filepath.Join(dir, "store"))
@@ -77,6 +99,9 @@ func (l *local) destination(src runner.WorkspaceSource) (root string, store *wor
 		l.t.Fatal(err)
 	}
 	root = filepath.Join(dir, "workspaces")
+	if before != nil {
+		before(root)
+	}
 	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l, Adapters: []runner.Adapter{echo.New(echo.Options{})},
 		Logger: hclog.NewNullLogger(), WorkspaceRoot: root, Workspaces: store,
 		Sources: func(string) (runner.WorkspaceSource, error) { return src, nil }})
@@ -92,16 +117,7 @@ func TestRunner_DestinationRestoresTheWorkspace(t *testing.T) {
 	for _, tamper := range []bool{false, true} {
 		l := newLocal(t)
 		id := l.session("s1", "n0", "echo")
-		srcDir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(srcDir, "notes.txt"), []byte("remember the milk\n"), 0o640); err != nil {
-			t.Fatal(err)
-		}
-		src, err := workspace.OpenStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.requestMove(id, "m1", "n1")
-		ws := l.checkpointWorkspace(id, "m1", src, srcDir)
+		src, ws := l.sourceWorkspace(id, "m1", "notes.txt", "remember the milk\n")
 		root, store := l.destination(storeSource{s: src, tamper: tamper})
 		l.admit(id, "m1", "n1")
 		if !tamper {
@@ -188,16 +204,7 @@ func TestRunner_BrokenWorkspaceTransferResumes(t *testing.T) {
 func TestRunner_RestoreReadsTheClusterFirst(t *testing.T) {
 	l := newLocal(t)
 	id := l.session("s1", "n0", "echo")
-	srcDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(srcDir, "checkpointed.txt"), []byte("as of the move\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	src, err := workspace.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.requestMove(id, "m1", "n1")
-	ws := l.checkpointWorkspace(id, "m1", src, srcDir)
+	src, ws := l.sourceWorkspace(id, "m1", "checkpointed.txt", "as of the move\n")
 	l.admit(id, "m1", "n1")
 	// What the cluster committed since, unseen by this replica: the
 	// restore and the cutover. The workspace on n1 moved on meanwhile.
@@ -207,24 +214,16 @@ func TestRunner_RestoreReadsTheClusterFirst(t *testing.T) {
 			SessionId: id, MoveId: "m1", NewEpoch: 2, Digest: s.Move.Digest}}})
 		l.must(&fsmpb.Command{Body: &fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{SessionId: id, MoveId: "m1"}}})
 	}
-	dir := t.TempDir()
-	store, err := workspace.OpenStore(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(dir, "workspaces")
-	live := filepath.Join(root, id, "later.txt")
-	if err := os.MkdirAll(filepath.Dir(live), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(live, []byte("written after the cutover\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := runner.New(runner.Config{Node: "n1", FSM: l.f, Writer: l, Adapters: []runner.Adapter{echo.New(echo.Options{})},
-		Logger: hclog.NewNullLogger(), WorkspaceRoot: root, Workspaces: store,
-		Sources: func(string) (runner.WorkspaceSource, error) { return storeSource{s: src}, nil }})
-	r.Start()
-	t.Cleanup(r.Stop)
+	var live string
+	root, _ := l.destinationWith(storeSource{s: src}, func(root string) {
+		live = filepath.Join(root, id, "later.txt")
+		if err := os.MkdirAll(filepath.Dir(live), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(live, []byte("written after the cutover\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
 	l.waitSession(id, "the cutover the cluster had", moveState(fsm.MoveCutoverCommitted))
 	l.inputAt(id, 2, "after")
 	l.waitSession(id, "a turn on n1", turnsDone(1))

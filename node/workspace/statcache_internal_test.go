@@ -56,6 +56,21 @@ func writeTree(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
+// threeFileTree writes threeFiles in a new directory and returns a new
+// store, the directory, the path of a.txt and its stat.
+func threeFileTree(t *testing.T) (s *Store, dir, p string, before os.FileInfo) {
+	t.Helper()
+	s, _ = OpenStore(t.TempDir())
+	dir = t.TempDir()
+	writeTree(t, dir, threeFiles())
+	p = filepath.Join(dir, "a.txt")
+	before, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir, p, before
+}
+
 func threeFiles() map[string][]byte {
 	return map[string][]byte{
 		"a.txt":     []byte("alpha"),
@@ -82,14 +97,7 @@ func TestSnapshot_UnchangedFilesAreNotReadAgain(t *testing.T) {
 // A file rewritten with the same size and its mtime put back is read
 // again: its ctime moved, and ctime cannot be set back.
 func TestSnapshot_ReadsAFileWhoseMtimeWasPutBack(t *testing.T) {
-	s, _ := OpenStore(t.TempDir())
-	dir := t.TempDir()
-	writeTree(t, dir, threeFiles())
-	p := filepath.Join(dir, "a.txt")
-	before, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir, p, before := threeFileTree(t)
 	m1, _ := snapshotCounting(t, dir, s)
 	age(t, s, dir)
 	// Wait (bounded) until the kernel's clock has moved past the file's
@@ -128,14 +136,7 @@ func TestSnapshot_ReadsAFileWhoseMtimeWasPutBack(t *testing.T) {
 // A file changed right after a snapshot, possibly within the same clock
 // tick (same size, same timestamps), is read again: its stat was racy.
 func TestSnapshot_ReadsRacilyCleanFiles(t *testing.T) {
-	s, _ := OpenStore(t.TempDir())
-	dir := t.TempDir()
-	writeTree(t, dir, threeFiles())
-	p := filepath.Join(dir, "a.txt")
-	before, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir, p, before := threeFileTree(t)
 	if _, err := Snapshot(dir, s, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -168,19 +169,27 @@ func TestSnapshot_ReadsAFileWhoseChunkLeftTheStore(t *testing.T) {
 	}
 }
 
-func TestSnapshot_TrustsWhatMaterializeWrote(t *testing.T) {
-	s, _ := OpenStore(t.TempDir())
-	src := t.TempDir()
+// materialized snapshots threeFiles in src and materializes it at dst,
+// the stat cache of dst aged past the racy window.
+func materialized(t *testing.T) (s *Store, src, dst string, m *Manifest) {
+	t.Helper()
+	s, _ = OpenStore(t.TempDir())
+	src = t.TempDir()
 	writeTree(t, src, threeFiles())
 	m, err := Snapshot(src, s, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := filepath.Join(t.TempDir(), "ws")
+	dst = filepath.Join(t.TempDir(), "ws")
 	if err := Materialize(dst, m, s, 0); err != nil {
 		t.Fatal(err)
 	}
 	age(t, s, dst)
+	return s, src, dst, m
+}
+
+func TestSnapshot_TrustsWhatMaterializeWrote(t *testing.T) {
+	s, _, dst, m := materialized(t)
 	got, read := snapshotCounting(t, dst, s)
 	if read != 0 || got.Digest() != m.Digest() {
 		t.Fatalf("read %d files, digest %s, want %s", read, got.Digest(), m.Digest())
@@ -201,18 +210,7 @@ func inode(t *testing.T, p string) uint64 {
 // stay as they are instead of writing them again; the changed one is
 // written.
 func TestMaterialize_LinksUnchangedFiles(t *testing.T) {
-	s, _ := OpenStore(t.TempDir())
-	src := t.TempDir()
-	writeTree(t, src, threeFiles())
-	m1, err := Snapshot(src, s, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(t.TempDir(), "ws")
-	if err := Materialize(dst, m1, s, 0); err != nil {
-		t.Fatal(err)
-	}
-	age(t, s, dst)
+	s, src, dst, _ := materialized(t)
 	keep, changed := inode(t, filepath.Join(dst, "d/b.bin")), inode(t, filepath.Join(dst, "a.txt"))
 	writeTree(t, src, map[string][]byte{"a.txt": []byte("ALPHA!")})
 	m2, err := Snapshot(src, s, 0)
