@@ -31,7 +31,7 @@ IMAGE         ?= fak:dev
 FLEET_TIMEOUT ?= 90
 
 .PHONY: image fleet-up fleet-down fleet-clean
-.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench bench-runner bench-gateway clean
+.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench bench-runner bench-gateway fuzz clean
 
 help:
 	@echo "Targets:"
@@ -45,6 +45,7 @@ help:
 	@echo "  lint            go vet, gofmt check and buf lint"
 	@echo "  bench           run the fsm and cluster benchmarks"
 	@echo "  bench-runner    real agents: runner overhead, streaming, 50 model sessions (docs/speed.md)"
+	@echo "  fuzz            run every fuzz target for FUZZTIME (30s) each; make test runs their seed corpora"
 	@echo "  bench-gateway   the metering gateway: overhead at 64 streams, exactness over 10,000 calls (docs/speed.md)"
 	@echo "  image           build the FROM scratch image fak:dev (deploy/Dockerfile) around bin/"
 	@echo "  fleet-up        start the three-node compose fleet (deploy/), wait until every node is ready"
@@ -118,6 +119,19 @@ fmt-check:
 
 buf-lint:
 	$(GO) tool buf lint
+
+# Fuzz targets, PACKAGE:TARGET. `go test` (so make test) runs each over its
+# seed corpus; `make fuzz` mutates from there for FUZZTIME each.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = ./fsm:FuzzApply ./guard:FuzzParseHook ./cluster/snapshotfile:FuzzReadSnapshotFile \
+	./api/gateway:FuzzUsageReaders ./node/workspace:FuzzUnmarshalManifest ./node/runner/exec:FuzzDecodeLine
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	    pkg=$${t%%:*}; name=$${t##*:}; \
+	    echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./fsm/

@@ -28,7 +28,7 @@ import (
 // approval addresses and digests are read off gen) and checked to end as
 // the script says. gen is the one-entry-per-Apply reference; want holds its
 // results.
-func fullLog(t *testing.T) (log []*raft.Log, want [][]*fsmpb.Result, gen *harness) {
+func fullLog(t testing.TB) (log []*raft.Log, want [][]*fsmpb.Result, gen *harness) {
 	gen = newHarness(t)
 	push := func(l *raft.Log) []*fsmpb.Result {
 		rs := results(t, gen.f.Apply(l))
@@ -233,7 +233,7 @@ func randomSizes(r *rand.Rand, n int) (sizes []int) {
 // bbolt put them on. Otherwise it is the first difference of their dumps.
 // (It walks the two databases side by side rather than comparing dumps:
 // rendering every key in hex made the snapshot test three times slower.)
-func stateDiff(t *testing.T, got, want *FSM) string {
+func stateDiff(t testing.TB, got, want *FSM) string {
 	t.Helper()
 	var same bool
 	err := got.view(func(g *bolt.Tx) error {

@@ -18,12 +18,14 @@ func feed(r usageReader, body []byte, n int) Usage {
 
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := readFixture(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
+
+func readFixture(name string) ([]byte, error) { return os.ReadFile(filepath.Join("testdata", name)) }
 
 // The recorded streams of the research notes (§4, §5; the Gemini stream
 // is built from the usageMetadata field names there), cut into chunks of

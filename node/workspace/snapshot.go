@@ -86,8 +86,8 @@ type walker struct {
 	entries []Entry
 	pack    *packWriter // the chunks this Snapshot stores
 	cached  *dirCache   // the last Snapshot's (or Materialize's) stats
-	seen    *dirCache // this one's
-	read    int       // files read (not vouched for by cached)
+	seen    *dirCache   // this one's
+	read    int         // files read (not vouched for by cached)
 }
 
 // walk adds the entries of the directory rel ("" is the root).
