@@ -1802,7 +1802,7 @@ func (x *MoveRestore) GetTransfer() *WorkspaceTransfer {
 // cache: the provider thread it resumes ("" when none follows) and
 // whether the provider-side cache can still be warm ("warm": same
 // provider, model, account and thread; "cold": why lists what changed;
-// "none": the runtime calls no provider).
+// "none": no provider, model or thread is bound).
 type CacheLineage struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ProviderThread string                 `protobuf:"bytes,1,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
