@@ -21,6 +21,9 @@ type command struct {
 	// setup declares the command's flags on fs and returns the function that
 	// runs the command with them, so help can list the flags without running.
 	setup func(fs *flag.FlagSet) runFunc
+	// output, when set, checks -o for a command that writes formats of its
+	// own (else -o is table or json).
+	output func(string) error
 }
 
 // path is "noun verb", or just "noun" for a noun that is itself a command.
@@ -188,6 +191,18 @@ var commands = []*command{
 			"followed by session.forked. The source is untouched and keeps running; queued inputs are not inherited; " +
 			"the fork shares the budget envelope. Stopped sessions can be forked too.",
 		setup: sessionForkCommand,
+	},
+	{
+		noun: "session", verb: "export",
+		args:     []string{"ID"},
+		flags:    "[--lineage] [-o jsonl|html]",
+		synopsis: "Write a session's whole history as JSON lines or one HTML page",
+		help: "Writes every event of the session from #1 — what a reset hid from the model included — to stdout: one JSON object per line " +
+			"(session_id, seq, time, kind, text, summary, data) with -o jsonl (the default), or one self-contained HTML page to read offline " +
+			"with -o html: transcript, tool calls and results, approvals, moves and budget charges, each worded as every client words it. " +
+			"--lineage exports the session's whole clear/new/fork tree, the root first and each session after its parent.",
+		setup:  sessionExportCommand,
+		output: exportOutputOK,
 	},
 	{
 		noun: "session", verb: "lineage",

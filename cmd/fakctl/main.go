@@ -104,7 +104,11 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) int {
 	if err == nil {
 		err = checkArgs(cmd, positional)
 	}
-	if err == nil {
+	if err == nil && cmd.output != nil {
+		if oerr := cmd.output(c.opts.output); oerr != nil {
+			err = usageErrorf("%v", oerr)
+		}
+	} else if err == nil {
 		err = c.opts.validate()
 	}
 	if err != nil {
