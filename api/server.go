@@ -43,6 +43,9 @@ type Config struct {
 	Tokens []Token
 	// MaxEventBytes limits one event's text + data (default 1 MiB).
 	MaxEventBytes int
+	// MaxCallsPerCaller bounds one caller's unary calls in flight on this
+	// node (default DefaultMaxCallsPerCaller; negative: no limit).
+	MaxCallsPerCaller int
 	// LeaseTTL and AttachmentTTL override the input lease and attachment
 	// lifetimes (0: the LeaseTTL and AttachmentTTL constants).
 	LeaseTTL      time.Duration
@@ -92,6 +95,9 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	if cfg.MaxEventBytes <= 0 {
 		cfg.MaxEventBytes = DefaultMaxEventBytes
 	}
+	if cfg.MaxCallsPerCaller == 0 {
+		cfg.MaxCallsPerCaller = DefaultMaxCallsPerCaller
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -130,7 +136,9 @@ func (s *Server) Handler() http.Handler {
 	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
 	auth := newAuthInterceptor(s.cfg.Tokens, s.fsm)
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(callInterceptor{s}, auth),
+		// The limit after auth: an unauthenticated caller is refused
+		// before it counts against anyone.
+		connect.WithInterceptors(callInterceptor{s}, auth, newCallerLimit(s.cfg.MaxCallsPerCaller)),
 		connect.WithReadMaxBytes(readMax),
 		// Responses are small; gzip-compressing each one cost ~8% of the
 		// CPU of a loaded fleet. Large pages (ReadEvents) still compress.

@@ -44,6 +44,9 @@ type Config struct {
 	// not see it.
 	TokenFile     string
 	MaxEventBytes int
+	// MaxCallsPerCaller bounds one caller's unary calls in flight (0: the
+	// API's default; negative: no limit).
+	MaxCallsPerCaller int
 
 	// Runtimes are the runtime blocks of the agent's config (besides the
 	// built-in echo), Accounts the account blocks that resolve their

@@ -101,6 +101,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&tokenFile, "token-file", "", "file of accepted API bearer tokens, one per line: \"ROLE TOKEN\" (role operator, agent or read) or a bare operator TOKEN (required unless --no-auth)")
 	fs.BoolVar(&noAuth, "no-auth", false, "serve the API without authentication (never in production)")
 	fs.IntVar(&cfg.MaxEventBytes, "max-event-bytes", api.DefaultMaxEventBytes, "largest accepted event (text + data) in bytes")
+	fs.IntVar(&cfg.MaxCallsPerCaller, "max-calls-per-caller", api.DefaultMaxCallsPerCaller,
+		"unary API calls one caller (bearer token, or IP address without one) may have in flight on this node (-1: no limit)")
 	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots")
 	fs.DurationVar(&cfg.EchoTurn, "echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
