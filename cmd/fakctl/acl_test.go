@@ -12,12 +12,7 @@ import (
 // TestACLTokenCommands: create prints the secret once, and it works; list
 // shows the token without it; revoke makes the fleet refuse it.
 func TestACLTokenCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an in-process fleet; skipped with -short")
-	}
-	isolateEnv(t)
-	t.Setenv("FAK_TOKEN", testcluster.Token)
-	fleet := testcluster.New(t, testcluster.Options{Nodes: 1})
+	fleet := oneNodeFleet(t)
 	addr := fleet.Nodes[0].APIAddr
 
 	code, out, errOut := runCLI(t, addr, "acl", "token", "create", "--role", "read", "--description", "dashboards")

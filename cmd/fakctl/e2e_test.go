@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fak-dev/fak/node/testcluster"
 )
 
 // runCLI runs fakctl against addr with the test token unless args set one.
@@ -313,4 +315,17 @@ func (w *lineWriter) waitLines(t *testing.T, n int) {
 			t.Fatalf("timed out waiting for %d lines; got:\n%s", n, w.String())
 		}
 	}
+}
+
+// oneNodeFleet starts a one-node in-process fleet for fakctl to talk to,
+// with FAK_TOKEN set to its token and no other FAK_* setting, and
+// returns the fleet (skipped with -short).
+func oneNodeFleet(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an in-process fleet; skipped with -short")
+	}
+	isolateEnv(t)
+	t.Setenv("FAK_TOKEN", testcluster.Token)
+	return testcluster.New(t, testcluster.Options{Nodes: 1})
 }

@@ -167,7 +167,7 @@ func writeExportHTML(w io.Writer, sessions []*exportedSession, now time.Time) er
 	}{Exported: now.UTC().Format(time.RFC3339)}
 	for i, s := range sessions {
 		hs := htmlSession{ID: s.Session.GetSessionId(), Title: s.Session.GetTitle(), Objective: s.Session.GetObjective(),
-			State: sessionStateText(s.Session.GetState()), Parent: s.Parent, Source: s.Source, ForkAt: s.ForkAt}
+			State: formatSessionState(s.Session.GetState()), Parent: s.Parent, Source: s.Source, ForkAt: s.ForkAt}
 		if i == 0 {
 			page.Root = hs.ID
 		}
@@ -204,16 +204,6 @@ func kindClass(kind string) string {
 		return "budget"
 	}
 	return "other"
-}
-
-func sessionStateText(s fakv1.SessionState) string {
-	switch s {
-	case fakv1.SessionState_SESSION_STATE_ACTIVE:
-		return "active"
-	case fakv1.SessionState_SESSION_STATE_STOPPED:
-		return "stopped"
-	}
-	return "unknown"
 }
 
 // exportTemplate is the whole page: inline style, no script, nothing

@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/fak-dev/fak/node/testcluster"
 )
 
 // TestExportAgainstARealFleet exports a session and its lineage from a
@@ -14,12 +12,7 @@ import (
 // history from the model notwithstanding, as JSON lines in lineage order
 // and as one HTML page with every value escaped.
 func TestExportAgainstARealFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an in-process fleet; skipped with -short")
-	}
-	isolateEnv(t)
-	t.Setenv("FAK_TOKEN", testcluster.Token)
-	fleet := testcluster.New(t, testcluster.Options{Nodes: 1})
+	fleet := oneNodeFleet(t)
 	addr := fleet.Nodes[0].APIAddr
 	ok := func(args ...string) string {
 		t.Helper()

@@ -21,12 +21,7 @@ import (
 // writes. The session is placed on a node that does not exist, so no runner
 // reacts to its input: the test writes the runner's events itself.
 func TestAgainstARealFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an in-process fleet; skipped with -short")
-	}
-	isolateEnv(t)
-	t.Setenv("FAK_TOKEN", testcluster.Token)
-	fleet := testcluster.New(t, testcluster.Options{Nodes: 1})
+	fleet := oneNodeFleet(t)
 	n1 := fleet.Nodes[0]
 	addr := n1.APIAddr
 	sessions := fleet.Sessions(n1)

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/node/testcluster"
 )
 
 // field returns the value of "Key: value" in fields output, or "".
@@ -28,12 +27,7 @@ func field(out, key string) string {
 // (table and JSON), refuses a corrupted copy offline and on the fleet,
 // and restores the saved state over later writes.
 func TestSnapshotCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an in-process fleet; skipped with -short")
-	}
-	isolateEnv(t)
-	t.Setenv("FAK_TOKEN", testcluster.Token)
-	fleet := testcluster.New(t, testcluster.Options{Nodes: 1})
+	fleet := oneNodeFleet(t)
 	n1 := fleet.Nodes[0]
 	addr := n1.APIAddr
 	sessions := fleet.Sessions(n1)
@@ -112,12 +106,7 @@ func TestSnapshotCommands(t *testing.T) {
 // one-node fleet: the refusals with their reasons, and a transfer to the
 // leader itself.
 func TestOperatorCommands(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an in-process fleet; skipped with -short")
-	}
-	isolateEnv(t)
-	t.Setenv("FAK_TOKEN", testcluster.Token)
-	fleet := testcluster.New(t, testcluster.Options{Nodes: 1})
+	fleet := oneNodeFleet(t)
 	addr := fleet.Nodes[0].APIAddr
 
 	for _, tc := range []struct {
