@@ -150,8 +150,8 @@ func (w *apiWriter) Sync(ctx context.Context, sessionID string) error {
 // classify turns an API error back into what the runner acts on: the
 // domain error the FSM produced (STALE_EPOCH, TURN_ORDER, ...), or a
 // transient failure worth retrying under the same request id: no leader,
-// an outcome lost with a leader, the node shutting down, a broken
-// connection.
+// an outcome lost with a leader, the node shutting down, too many of this
+// node's own calls in flight, a broken connection.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -159,7 +159,7 @@ func classify(err error) error {
 	info := apiclient.ErrorInfo(err)
 	if info != nil {
 		switch info.Reason {
-		case api.ReasonNotLeader, api.ReasonNoLeader, api.ReasonIndeterminate, api.ReasonShuttingDown:
+		case api.ReasonNotLeader, api.ReasonNoLeader, api.ReasonIndeterminate, api.ReasonShuttingDown, api.ReasonTooManyCalls:
 			return runner.Transient(err)
 		}
 		return &fsm.Error{Reason: fsm.Reason(info.Reason), Message: err.Error(), HeadSeq: info.HeadSeq}
