@@ -25,9 +25,11 @@ type Counts struct {
 	// Warmups: the warm-up of each session's last move that has one, by
 	// its cache lineage (warm, cold, none).
 	Warmups map[string][]time.Duration
-	// Copies: each session's newest workspace copy, what shipping it
-	// cost.
-	Copies []*fsmpb.WorkspaceCopy
+	// CopyTimes: each session's newest workspace copy, from its turn's
+	// end to the copy held; CopyBytesSent and CopyBytesPresent what
+	// shipping them fetched and found already held, summed.
+	CopyTimes                       []time.Duration
+	CopyBytesSent, CopyBytesPresent uint64
 }
 
 // Counts reads the census in one read transaction: one pass over the
@@ -58,7 +60,9 @@ func (f *FSM) Counts() (Counts, error) {
 				c.Warmups[k] = append(c.Warmups[k], time.Duration(m.WarmupNanos))
 			}
 			if cp := s.WorkspaceCopy; cp != nil && cp.CopyNanos > 0 {
-				c.Copies = append(c.Copies, proto.Clone(cp).(*fsmpb.WorkspaceCopy))
+				c.CopyTimes = append(c.CopyTimes, time.Duration(cp.CopyNanos))
+				c.CopyBytesSent += cp.Transfer.GetBytesSent()
+				c.CopyBytesPresent += cp.Transfer.GetBytesPresent()
 			}
 			return nil
 		})

@@ -302,16 +302,9 @@ func (c fsmCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cache := range []string{fsm.CacheWarm, fsm.CacheCold, fsm.CacheNone} {
 		ch <- constHistogram(descWarmup, counts.Warmups[cache], cache)
 	}
-	var took []time.Duration
-	var sent, present uint64
-	for _, cp := range counts.Copies {
-		took = append(took, time.Duration(cp.CopyNanos))
-		sent += cp.Transfer.GetBytesSent()
-		present += cp.Transfer.GetBytesPresent()
-	}
-	ch <- constHistogram(descCopyTime, took)
-	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(sent), "sent")
-	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(present), "present")
+	ch <- constHistogram(descCopyTime, counts.CopyTimes)
+	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(counts.CopyBytesSent), "sent")
+	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(counts.CopyBytesPresent), "present")
 }
 
 // sessionStateLabel: SESSION_STATE_ACTIVE → active.

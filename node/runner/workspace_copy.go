@@ -91,10 +91,7 @@ func (r *Runner) copyWorkspace(id string, job *copyJob) {
 		r.logger.Warn("workspace copy: snapshot", "session", id, "error", err)
 		return
 	}
-	digest, err := r.cfg.Workspaces.PutManifest(m)
-	if err != nil {
-		return
-	}
+	digest := m.Digest() // Snapshot stored the manifest
 	recs, err := r.cfg.FSM.Nodes()
 	if err != nil {
 		return

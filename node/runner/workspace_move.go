@@ -68,11 +68,8 @@ func (r *Runner) snapshotWorkspace(s *fsmpb.Session) (*fsmpb.Workspace, error) {
 		}
 		return nil, err
 	}
-	digest, err := r.cfg.Workspaces.PutManifest(m)
-	if err != nil {
-		return nil, err
-	}
-	return &fsmpb.Workspace{Digest: digest, Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks())),
+	// Snapshot stored the manifest under its digest.
+	return &fsmpb.Workspace{Digest: m.Digest(), Bytes: uint64(m.Bytes()), Chunks: uint32(len(m.Chunks())),
 		SnapshotNanos: time.Since(start).Nanoseconds()}, nil
 }
 
