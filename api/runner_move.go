@@ -70,7 +70,9 @@ func (h *runnerHandler) CommitCheckpoint(ctx context.Context, req *connect.Reque
 				CheckpointSeq: m.CheckpointSeq, Digest: m.Digest, Workspace: workspaceOf(m),
 			}}}
 		},
-		func(*fsmpb.Result) *fakv1.CommitCheckpointResponse { return &fakv1.CommitCheckpointResponse{} },
+		func(r *fsmpb.Result) *fakv1.CommitCheckpointResponse {
+			return &fakv1.CommitCheckpointResponse{HeadSeq: r.GetSession().GetHeadSeq()}
+		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.CommitCheckpointRequest]) (*connect.Response[fakv1.CommitCheckpointResponse], error) {
 			return p.runner.CommitCheckpoint(ctx, r)
 		})
@@ -92,7 +94,9 @@ func (h *runnerHandler) CommitRestore(ctx context.Context, req *connect.Request[
 				Transfer: TransferFromAPI(m.Transfer),
 			}}}
 		},
-		func(*fsmpb.Result) *fakv1.CommitRestoreResponse { return &fakv1.CommitRestoreResponse{} },
+		func(r *fsmpb.Result) *fakv1.CommitRestoreResponse {
+			return &fakv1.CommitRestoreResponse{HeadSeq: r.GetSession().GetHeadSeq()}
+		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.CommitRestoreRequest]) (*connect.Response[fakv1.CommitRestoreResponse], error) {
 			return p.runner.CommitRestore(ctx, r)
 		})
@@ -113,7 +117,9 @@ func (h *runnerHandler) FailMove(ctx context.Context, req *connect.Request[fakv1
 				SessionId: m.SessionId, MoveId: m.MoveId, Reason: m.Reason, Unsafe: m.Unsafe,
 			}}}
 		},
-		func(*fsmpb.Result) *fakv1.FailMoveResponse { return &fakv1.FailMoveResponse{} },
+		func(r *fsmpb.Result) *fakv1.FailMoveResponse {
+			return &fakv1.FailMoveResponse{HeadSeq: r.GetSession().GetHeadSeq()}
+		},
 		func(ctx context.Context, p *peerClients, r *connect.Request[fakv1.FailMoveRequest]) (*connect.Response[fakv1.FailMoveResponse], error) {
 			return p.runner.FailMove(ctx, r)
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,16 +32,18 @@ const (
 	proposalQueue    = 4096
 )
 
+// proposal is one caller's commands: one, or one with its companions
+// (companions.go), which always share an entry, in order.
 type proposal struct {
 	ctx  context.Context
-	cmd  *fsmpb.Command
+	cmds []*fsmpb.Command
 	size int
 	done chan proposalResult
 }
 
 type proposalResult struct {
-	result *fsmpb.Result
-	err    error
+	results []*fsmpb.Result // one per command
+	err     error
 }
 
 type inflightEntry struct {
@@ -59,6 +62,8 @@ type applier struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// companions: see companions.go (nil: none).
+	companions atomic.Pointer[CompanionsFunc]
 }
 
 func newApplier(r *raft.Raft, logger hclog.Logger, obs Observer) *applier {
@@ -87,23 +92,41 @@ func (a *applier) stop() {
 func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	start := time.Now()
 	cmd.TimeUnixNano = start.UnixNano()
-	res, err := a.propose(ctx, cmd)
+	cmds := []*fsmpb.Command{cmd}
+	comps := a.companionsOf(cmd)
+	for _, c := range comps {
+		c.Cmd.TimeUnixNano = cmd.TimeUnixNano
+		cmds = append(cmds, c.Cmd)
+	}
+	results, err := a.propose(ctx, cmds)
 	a.obs.ObserveApply(time.Since(start), err)
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range comps {
+		if c.Done != nil {
+			c.Done(results[i+1])
+		}
+	}
+	return results[0], nil
 }
 
-func (a *applier) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+func (a *applier) propose(ctx context.Context, cmds []*fsmpb.Command) ([]*fsmpb.Result, error) {
 	if len(a.queue) == 0 {
 		select {
 		case a.slots <- struct{}{}:
 			if len(a.queue) == 0 {
-				return a.proposeAlone(ctx, cmd)
+				return a.proposeAlone(ctx, cmds)
 			}
 			<-a.slots
 		default:
 		}
 	}
-	p := &proposal{ctx: ctx, cmd: cmd, size: proto.Size(cmd), done: make(chan proposalResult, 1)}
+	size := 0
+	for _, c := range cmds {
+		size += proto.Size(c)
+	}
+	p := &proposal{ctx: ctx, cmds: cmds, size: size, done: make(chan proposalResult, 1)}
 	select {
 	case a.queue <- p:
 	case <-ctx.Done():
@@ -113,7 +136,7 @@ func (a *applier) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Resul
 	}
 	select {
 	case r := <-p.done:
-		return r.result, r.err
+		return r.results, r.err
 	case <-ctx.Done():
 		// The command may still commit; its request id makes a retry safe.
 		return nil, ctx.Err()
@@ -122,29 +145,30 @@ func (a *applier) propose(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Resul
 	}
 }
 
-// proposeAlone proposes one command as its own entry from the caller's
-// goroutine, holding a slot it releases when Raft resolves the entry. It
-// waits for Raft even if ctx ends meanwhile: the future has no other owner,
-// and Raft resolves it on commit, leadership loss or shutdown.
-func (a *applier) proposeAlone(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
+// proposeAlone proposes one caller's commands as their own entry from the
+// caller's goroutine, holding a slot it releases when Raft resolves the
+// entry. It waits for Raft even if ctx ends meanwhile: the future has no
+// other owner, and Raft resolves it on commit, leadership loss or
+// shutdown.
+func (a *applier) proposeAlone(ctx context.Context, cmds []*fsmpb.Command) ([]*fsmpb.Result, error) {
 	defer func() { <-a.slots }()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, err := fsm.EncodeBatch([]*fsmpb.Command{cmd})
+	data, err := fsm.EncodeBatch(cmds)
 	if err != nil {
 		return nil, err
 	}
-	a.obs.ObserveEntry(1)
+	a.obs.ObserveEntry(len(cmds))
 	f := a.raft.Apply(data, 0)
 	if err := f.Error(); err != nil {
 		return nil, mapRaftError(err)
 	}
 	results, ok := f.Response().([]*fsmpb.Result)
-	if !ok || len(results) != 1 {
-		return nil, fmt.Errorf("fsm returned %d results for 1 command", len(results))
+	if !ok || len(results) != len(cmds) {
+		return nil, fmt.Errorf("fsm returned %d results for %d commands", len(results), len(cmds))
 	}
-	return results[0], nil
+	return results, nil
 }
 
 func (a *applier) batchLoop() {
@@ -174,9 +198,9 @@ func (a *applier) batchLoop() {
 		if len(batch) == 0 {
 			continue
 		}
-		cmds := make([]*fsmpb.Command, len(batch))
-		for i, p := range batch {
-			cmds[i] = p.cmd
+		var cmds []*fsmpb.Command
+		for _, p := range batch {
+			cmds = append(cmds, p.cmds...)
 		}
 		data, err := fsm.EncodeBatch(cmds)
 		if err != nil {
@@ -225,13 +249,18 @@ func (a *applier) resolveLoop() {
 			failAll(e.proposals, mapRaftError(err))
 			continue
 		}
+		want := 0
+		for _, p := range e.proposals {
+			want += len(p.cmds)
+		}
 		results, ok := e.future.Response().([]*fsmpb.Result)
-		if !ok || len(results) != len(e.proposals) {
-			failAll(e.proposals, fmt.Errorf("fsm returned %d results for %d commands", len(results), len(e.proposals)))
+		if !ok || len(results) != want {
+			failAll(e.proposals, fmt.Errorf("fsm returned %d results for %d commands", len(results), want))
 			continue
 		}
-		for i, p := range e.proposals {
-			p.done <- proposalResult{result: results[i]}
+		for _, p := range e.proposals {
+			p.done <- proposalResult{results: results[:len(p.cmds):len(p.cmds)]}
+			results = results[len(p.cmds):]
 		}
 	}
 }

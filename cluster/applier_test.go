@@ -171,7 +171,7 @@ func (r *applierRig) stall(t *testing.T) (lone []*call, plug *proposal) {
 		t.Fatalf("entries %v, %d slots taken; want %d lone entries holding every slot", got, len(r.a.slots), maxInflight)
 	}
 	probe := &errProbe{Context: context.Background(), asked: make(chan struct{})}
-	plug = &proposal{ctx: probe, cmd: note("plug"), size: proto.Size(note("plug")), done: make(chan proposalResult, 1)}
+	plug = &proposal{ctx: probe, cmds: []*fsmpb.Command{note("plug")}, size: proto.Size(note("plug")), done: make(chan proposalResult, 1)}
 	r.a.queue <- plug
 	select {
 	case <-probe.asked:
@@ -220,7 +220,7 @@ func TestApplierCoalescesQueuedCommands(t *testing.T) {
 	for _, c := range append(lone, calls...) {
 		c.wantResult(t)
 	}
-	if res := <-plug.done; res.err != nil || res.result.GetAppend().GetSessionId() != "result of plug" {
+	if res := <-plug.done; res.err != nil || len(res.results) != 1 || res.results[0].GetAppend().GetSessionId() != "result of plug" {
 		t.Fatalf("plug: %+v", res)
 	}
 	if got := r.obs.proposed(); !slices.Equal(got, []int{1, 1, 1, 10}) {

@@ -197,10 +197,26 @@ func TestCluster_MoveIdleSessionAndKeepTalking(t *testing.T) {
 	if got := transcript(turnOf(t, evs, again)); !strings.Contains(got, "output:echo: after the move") {
 		t.Fatalf("turn after the move:\n%s", got)
 	}
+	stamps := map[string]int64{}
 	for _, k := range []string{"move.requested", "move.checkpointed", "move.admitted", "move.restored", "move.cutover"} {
 		if count(evs, k) != 1 {
 			t.Fatalf("the watch saw %d %s events, want 1:\n%s", count(evs, k), k, transcript(evs))
 		}
+		for _, ev := range evs {
+			if ev.Kind == k {
+				stamps[k] = ev.TimeUnixNano
+			}
+		}
+	}
+	// The cutover is proposed behind the restore, in its entry, with its
+	// stamp (cluster companions): not one commit round after it.
+	if stamps["move.cutover"] != stamps["move.restored"] {
+		t.Fatalf("move.restored stamped %d, move.cutover %d: want one entry, one stamp", stamps["move.restored"], stamps["move.cutover"])
+	}
+	// The controller counts the cutover it did not propose itself, once.
+	_, mfs := scrape(t, c, c.Leader(), testcluster.Token)
+	if v, _ := value(mfs, "fak_moves_total", map[string]string{"cause": "operator", "outcome": "committed"}); v != 1 {
+		t.Fatalf("leader fak_moves_total{operator,committed} = %v, want 1", v)
 	}
 	checkMoveInvariants(t, c)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/fsm"
@@ -121,20 +123,28 @@ func (mv *mover) run(ctx context.Context) {
 		started := time.Now()
 		var changed <-chan struct{}
 		var cost time.Duration
+		var cursor uint64
 		if mv.n.cluster.IsLeader() {
 			changed = mv.n.fsm.Changed()
+			cursor = mv.n.fsm.ChangeCursor()
 			cost = mv.pass(ctx)
 		} else {
 			clear(mv.unseen)
 			mv.setStuck(nil)
 		}
+		urgent := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-changed:
+			urgent = mv.stepDue(cursor)
 		}
-		if d := max(moveMinInterval, moveCostFactor*cost) - time.Since(started); d > 0 {
+		wait := max(moveMinInterval, moveCostFactor*cost)
+		if urgent {
+			wait = moveCostFactor * cost
+		}
+		if d := wait - time.Since(started); d > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -142,6 +152,32 @@ func (mv *mover) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// stepDue reports whether an entry applied since cursor left a move
+// waiting on the controller itself (CHECKPOINTED: admit; RESTORED: cut
+// over). Then the next pass is paced by its cost alone, not also by
+// moveMinInterval: those two steps are on every move's critical path, and
+// nothing else would take them sooner. A feed that lost track counts as
+// due.
+func (mv *mover) stepDue(cursor uint64) bool {
+	changes, _, ok := mv.n.fsm.ChangesSince(cursor)
+	if !ok {
+		return true
+	}
+	for _, ch := range changes {
+		if ch.Node != "" {
+			continue
+		}
+		s, err := mv.n.fsm.Session(ch.SessionID)
+		if err != nil || !fsm.MoveOpen(s.Move) {
+			continue
+		}
+		if st := s.Move.State; st == fsm.MoveCheckpointed || st == fsm.MoveRestored {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeView is one node as the controller sees it in a pass.
@@ -437,17 +473,52 @@ func (mv *mover) drive(now time.Time, s *fsmpb.Session, views map[string]nodeVie
 			return mv.fail(s, fmt.Sprintf("destination %s did not restore within %s", dest, RestoreTimeout), false)
 		}
 	case fsm.MoveRestored:
-		return &step{s: s, name: "cutover", requestID: stepID(m.MoveId, "cutover"),
-			cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{
-				SessionId: s.SessionId, MoveId: m.MoveId,
-			}}},
-			done: func() {
-				mv.n.metrics.moveEnded(m, "committed", time.Now().UnixNano())
-				mv.n.logger.Info("move controller: cutover committed", "session", s.SessionId, "move", m.MoveId,
-					"to", m.Admitted.GetNode(), "epoch", m.NewEpoch, "elapsed", time.Duration(time.Now().UnixNano()-m.RequestedUnixNano))
-			}}
+		return mv.cutover(s, m)
 	}
 	return nil
+}
+
+// cutover plans the cutover of s's move m, restored as m says.
+func (mv *mover) cutover(s *fsmpb.Session, m *fsmpb.Move) *step {
+	return &step{s: s, name: "cutover", requestID: stepID(m.MoveId, "cutover"),
+		cmd: &fsmpb.Command{Body: &fsmpb.Command_MoveCutover{MoveCutover: &fsmpb.MoveCutover{
+			SessionId: s.SessionId, MoveId: m.MoveId,
+		}}},
+		done: func() {
+			mv.n.metrics.moveEnded(m, "committed", time.Now().UnixNano())
+			mv.n.logger.Info("move controller: cutover committed", "session", s.SessionId, "move", m.MoveId,
+				"to", m.Admitted.GetNode(), "epoch", m.NewEpoch, "elapsed", time.Duration(time.Now().UnixNano()-m.RequestedUnixNano))
+		}}
+}
+
+// companions is the controller's companions rule (cluster.Companion): a
+// destination's restore of a move the leader holds ADMITTED is proposed
+// with that move's cutover right behind it, so the cutover commits in the
+// same round instead of one more after the controller sees RESTORED. The
+// FSM applies them as two commands: a refused restore makes the cutover
+// refused too (the move is not RESTORED), and then the controller's pass
+// decides as before. The cutover's request id is the controller's own, so
+// the two paths commit it once.
+func (mv *mover) companions(cmd *fsmpb.Command) []cluster.Companion {
+	r := cmd.GetMoveRestore()
+	if r == nil {
+		return nil
+	}
+	s, err := mv.n.fsm.Session(r.SessionId)
+	if err != nil || !fsm.MoveOpen(s.Move) || s.Move.MoveId != r.MoveId || s.Move.State != fsm.MoveAdmitted {
+		return nil
+	}
+	// The move as the restore will leave it: what the cutover's metrics
+	// and log line read.
+	m := proto.Clone(s.Move).(*fsmpb.Move)
+	m.State, m.StateUnixNano, m.NewEpoch, m.Transfer = fsm.MoveRestored, cmd.TimeUnixNano, r.NewEpoch, r.Transfer
+	st := mv.cutover(s, m)
+	st.cmd.RequestId = st.requestID
+	return []cluster.Companion{{Cmd: st.cmd, Done: func(res *fsmpb.Result) {
+		if fsm.ResultError(res) == nil {
+			st.done()
+		}
+	}}}
 }
 
 // checkpointRecovery plans a recovery's checkpoint at the last committed

@@ -145,6 +145,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.peerTLS = sec.peerClientTLS()
 	mv := newMover(n)
+	c.SetCompanions(mv.companions)
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
 		MaxEventBytes: cfg.MaxEventBytes, MaxCallsPerCaller: cfg.MaxCallsPerCaller, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,

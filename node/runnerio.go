@@ -94,13 +94,16 @@ func (w *apiWriter) AppendRunnerEvents(ctx context.Context, a runner.Append) (ru
 // CommitCheckpoint, CommitRestore and FailMove are the runner's move steps
 // (RunnerService). Their request ids are derived from their content by the
 // API, so a retry of the same step is deduplicated by the FSM.
-func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) error {
-	_, err := w.runner.CommitCheckpoint(ctx, connect.NewRequest(&fakv1.CommitCheckpointRequest{
+func (w *apiWriter) CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) (uint64, error) {
+	resp, err := w.runner.CommitCheckpoint(ctx, connect.NewRequest(&fakv1.CommitCheckpointRequest{
 		SessionId: sessionID, MoveId: moveID, SourceEpoch: sourceEpoch, CheckpointSeq: seq, Digest: digest,
 		WorkspaceDigest: ws.GetDigest(), WorkspaceBytes: ws.GetBytes(), WorkspaceChunks: ws.GetChunks(),
 		WorkspaceSnapshotMs: time.Duration(ws.GetSnapshotNanos()).Milliseconds(),
 	}))
-	return classify(err)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return resp.Msg.HeadSeq, nil
 }
 
 func (w *apiWriter) RecordWorkspaceCopy(ctx context.Context, sessionID string, epoch uint64, cp *fsmpb.WorkspaceCopy) error {
@@ -112,18 +115,24 @@ func (w *apiWriter) RecordWorkspaceCopy(ctx context.Context, sessionID string, e
 	return classify(err)
 }
 
-func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
-	_, err := w.runner.CommitRestore(ctx, connect.NewRequest(&fakv1.CommitRestoreRequest{
+func (w *apiWriter) CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) (uint64, error) {
+	resp, err := w.runner.CommitRestore(ctx, connect.NewRequest(&fakv1.CommitRestoreRequest{
 		SessionId: sessionID, MoveId: moveID, NewEpoch: newEpoch, Digest: digest, Transfer: api.TransferToAPI(t),
 	}))
-	return classify(err)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return resp.Msg.HeadSeq, nil
 }
 
-func (w *apiWriter) FailMove(ctx context.Context, sessionID, moveID, reason string) error {
-	_, err := w.runner.FailMove(ctx, connect.NewRequest(&fakv1.FailMoveRequest{
+func (w *apiWriter) FailMove(ctx context.Context, sessionID, moveID, reason string) (uint64, error) {
+	resp, err := w.runner.FailMove(ctx, connect.NewRequest(&fakv1.FailMoveRequest{
 		SessionId: sessionID, MoveId: moveID, Reason: reason,
 	}))
-	return classify(err)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return resp.Msg.HeadSeq, nil
 }
 
 // RecordUsage charges a turn's usage to the session's budget envelope, as

@@ -113,9 +113,18 @@ func (l *local) AppendRunnerEvents(_ context.Context, w runner.Append) (runner.A
 	return runner.Appended{First: a.FirstSeq, Last: a.LastSeq, TurnRefused: a.TurnRefused, UsageRefused: a.UsageRefused}, nil
 }
 
-func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string, ws *fsmpb.Workspace) error {
-	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
-		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest, Workspace: ws}}}))
+func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, seq uint64, digest string, ws *fsmpb.Workspace) (uint64, error) {
+	return l.moveStep(&fsmpb.Command{Body: &fsmpb.Command_MoveCheckpoint{MoveCheckpoint: &fsmpb.MoveCheckpoint{
+		SessionId: id, MoveId: moveID, SourceEpoch: epoch, CheckpointSeq: seq, Digest: digest, Workspace: ws}}})
+}
+
+// moveStep applies a move step and returns the head its result names.
+func (l *local) moveStep(cmd *fsmpb.Command) (uint64, error) {
+	res := l.apply(cmd)
+	if err := fsm.ResultError(res); err != nil {
+		return 0, err
+	}
+	return res.GetSession().GetHeadSeq(), nil
 }
 
 func (l *local) RecordWorkspaceCopy(_ context.Context, id string, epoch uint64, cp *fsmpb.WorkspaceCopy) error {
@@ -123,14 +132,14 @@ func (l *local) RecordWorkspaceCopy(_ context.Context, id string, epoch uint64, 
 		SessionId: id, Epoch: epoch, Copy: cp}}}))
 }
 
-func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error {
-	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
-		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest, Transfer: t}}}))
+func (l *local) CommitRestore(_ context.Context, id, moveID string, epoch uint64, digest string, t *fsmpb.WorkspaceTransfer) (uint64, error) {
+	return l.moveStep(&fsmpb.Command{Body: &fsmpb.Command_MoveRestore{MoveRestore: &fsmpb.MoveRestore{
+		SessionId: id, MoveId: moveID, NewEpoch: epoch, Digest: digest, Transfer: t}}})
 }
 
-func (l *local) FailMove(_ context.Context, id, moveID, reason string) error {
-	return fsm.ResultError(l.apply(&fsmpb.Command{Body: &fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{
-		SessionId: id, MoveId: moveID, Reason: reason}}}))
+func (l *local) FailMove(_ context.Context, id, moveID, reason string) (uint64, error) {
+	return l.moveStep(&fsmpb.Command{Body: &fsmpb.Command_MoveFail{MoveFail: &fsmpb.MoveFail{
+		SessionId: id, MoveId: moveID, Reason: reason}}})
 }
 
 // RecordUsage charges usage like LifecycleService.RecordUsage.

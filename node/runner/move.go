@@ -63,13 +63,15 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 		if ws, err = r.snapshotWorkspace(s); err != nil {
 			var mr moveRefusal
 			if errors.As(err, &mr) {
-				return r.failMove(ctx, s, string(mr))
+				return r.failMove(ctx, s, h, string(mr))
 			}
 			return err
 		}
 	}
 	err = retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest, ws)
+		head, err := r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest, ws)
+		h.wrote(head)
+		return err
 	})
 	if err != nil {
 		return moveStepError{err}
@@ -85,7 +87,7 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 // the journal does not have, so the epoch's first turn after cutover
 // starts it again from the journal (after the last reset boundary, with
 // the inputs queued during the move).
-func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
+func (r *Runner) restore(ctx context.Context, s *fsmpb.Session, h *host) error {
 	m := s.Move
 	if s.HeadSeq < m.CheckpointSeq {
 		return fmt.Errorf("replica head #%d is before the checkpoint #%d", s.HeadSeq, m.CheckpointSeq)
@@ -97,7 +99,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	if digest != m.Digest {
 		r.logger.Error("move: journal digest mismatch; failing the move", "session", s.SessionId, "move", m.MoveId,
 			"checkpoint", m.CheckpointSeq, "want", m.Digest, "have", digest)
-		return r.failMove(ctx, s, fmt.Sprintf("%s: the journal up to #%d on %s has digest %s, the checkpoint's is %s",
+		return r.failMove(ctx, s, h, fmt.Sprintf("%s: the journal up to #%d on %s has digest %s, the checkpoint's is %s",
 			fsm.ReasonDigestMismatch, m.CheckpointSeq, r.cfg.Node, digest, m.Digest))
 	}
 	var transfer *fsmpb.WorkspaceTransfer
@@ -112,7 +114,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 			var mr moveRefusal
 			if errors.As(err, &mr) {
 				r.logger.Error("move: the workspace cannot be restored; failing the move", "session", s.SessionId, "move", m.MoveId, "why", string(mr))
-				return r.failMove(ctx, s, string(mr))
+				return r.failMove(ctx, s, h, string(mr))
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -128,7 +130,7 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	a := r.adapters[name]
 	r.mu.Unlock()
 	if a == nil {
-		return r.failMove(ctx, s, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
+		return r.failMove(ctx, s, h, fmt.Sprintf("node %s has no runtime adapter %q", r.cfg.Node, name))
 	}
 	next := fsm.NextEpoch(s)
 	ep, err := r.epoch(s, next, m.Admitted)
@@ -144,10 +146,12 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return r.failMove(ctx, s, fmt.Sprintf("restore on %s: start %s runtime: %v", r.cfg.Node, name, err))
+		return r.failMove(ctx, s, h, fmt.Sprintf("restore on %s: start %s runtime: %v", r.cfg.Node, name, err))
 	}
 	err = retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest, transfer)
+		head, err := r.cfg.Writer.CommitRestore(ctx, s.SessionId, m.MoveId, next, digest, transfer)
+		h.wrote(head)
+		return err
 	})
 	if err != nil {
 		return moveStepError{err}
@@ -156,12 +160,14 @@ func (r *Runner) restore(ctx context.Context, s *fsmpb.Session) error {
 	return nil
 }
 
-func (r *Runner) failMove(ctx context.Context, s *fsmpb.Session, reason string) error {
+func (r *Runner) failMove(ctx context.Context, s *fsmpb.Session, h *host, reason string) error {
 	if len(reason) > fsm.MaxReasonBytes {
 		reason = reason[:fsm.MaxReasonBytes]
 	}
 	err := retry(ctx, func(ctx context.Context) error {
-		return r.cfg.Writer.FailMove(ctx, s.SessionId, s.Move.MoveId, reason)
+		head, err := r.cfg.Writer.FailMove(ctx, s.SessionId, s.Move.MoveId, reason)
+		h.wrote(head)
+		return err
 	})
 	if err != nil {
 		return moveStepError{err}

@@ -96,7 +96,7 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			needFresh = true
 			continue
 		case r.restoreDue(s):
-			err = r.restore(ctx, s)
+			err = r.restore(ctx, s, h)
 		case !ours:
 			return nil
 		case s.TurnInputSeq != 0 && !fresh && h.lastWritten() == 0:

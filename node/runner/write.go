@@ -37,14 +37,14 @@ type Writer interface {
 	// digest mismatch). Errors as for AppendRunnerEvents.
 	// CommitCheckpoint commits the source's safe point: the journal
 	// address and digest, and the workspace snapshot (nil: none carried).
-	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) error
+	CommitCheckpoint(ctx context.Context, sessionID, moveID string, sourceEpoch, seq uint64, digest string, ws *fsmpb.Workspace) (head uint64, err error)
 	// CommitRestore commits the destination's restore, with what restoring
 	// the workspace cost (nil: none carried).
-	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) error
+	CommitRestore(ctx context.Context, sessionID, moveID string, newEpoch uint64, digest string, t *fsmpb.WorkspaceTransfer) (head uint64, err error)
 	// RecordWorkspaceCopy records that a node holds a copy of the
 	// session's workspace, fenced by the host's epoch.
 	RecordWorkspaceCopy(ctx context.Context, sessionID string, epoch uint64, cp *fsmpb.WorkspaceCopy) error
-	FailMove(ctx context.Context, sessionID, moveID, reason string) error
+	FailMove(ctx context.Context, sessionID, moveID, reason string) (head uint64, err error)
 }
 
 // Append is one runner write: events of one epoch, and the budget

@@ -1404,7 +1404,10 @@ func (x *FetchWorkspaceChunksResponse) GetData() []byte {
 }
 
 type CommitCheckpointResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's journal head once the step applied (its move.* event):
+	// the runner waits for its replica to hold it before its next decision.
+	HeadSeq       uint64 `protobuf:"varint,1,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1437,6 +1440,13 @@ func (x *CommitCheckpointResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CommitCheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CommitCheckpointResponse) Descriptor() ([]byte, []int) {
 	return file_fak_v1_move_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CommitCheckpointResponse) GetHeadSeq() uint64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
 }
 
 type CommitRestoreRequest struct {
@@ -1604,7 +1614,10 @@ func (x *WorkspaceTransfer) GetRestoreMs() int64 {
 }
 
 type CommitRestoreResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's journal head once the step applied (its move.* event):
+	// the runner waits for its replica to hold it before its next decision.
+	HeadSeq       uint64 `protobuf:"varint,1,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1637,6 +1650,13 @@ func (x *CommitRestoreResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CommitRestoreResponse.ProtoReflect.Descriptor instead.
 func (*CommitRestoreResponse) Descriptor() ([]byte, []int) {
 	return file_fak_v1_move_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CommitRestoreResponse) GetHeadSeq() uint64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
 }
 
 type FailMoveRequest struct {
@@ -1708,7 +1728,10 @@ func (x *FailMoveRequest) GetUnsafe() bool {
 }
 
 type FailMoveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's journal head once the step applied (its move.* event):
+	// the runner waits for its replica to hold it before its next decision.
+	HeadSeq       uint64 `protobuf:"varint,1,opt,name=head_seq,json=headSeq,proto3" json:"head_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1741,6 +1764,13 @@ func (x *FailMoveResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FailMoveResponse.ProtoReflect.Descriptor instead.
 func (*FailMoveResponse) Descriptor() ([]byte, []int) {
 	return file_fak_v1_move_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *FailMoveResponse) GetHeadSeq() uint64 {
+	if x != nil {
+		return x.HeadSeq
+	}
+	return 0
 }
 
 // CopyWorkspaceRequest asks a node to hold a copy of a workspace snapshot
@@ -2262,8 +2292,9 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x06hashes\x18\x01 \x03(\tR\x06hashes\"F\n" +
 	"\x1cFetchWorkspaceChunksResponse\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x1a\n" +
-	"\x18CommitCheckpointResponse\"\xba\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"5\n" +
+	"\x18CommitCheckpointResponse\x12\x19\n" +
+	"\bhead_seq\x18\x01 \x01(\x04R\aheadSeq\"\xba\x01\n" +
 	"\x14CommitRestoreRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -2280,15 +2311,17 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x0echunks_present\x18\x04 \x01(\rR\rchunksPresent\x12\x19\n" +
 	"\bfetch_ms\x18\x05 \x01(\x03R\afetchMs\x12\x1d\n" +
 	"\n" +
-	"restore_ms\x18\x06 \x01(\x03R\trestoreMs\"\x17\n" +
-	"\x15CommitRestoreResponse\"y\n" +
+	"restore_ms\x18\x06 \x01(\x03R\trestoreMs\"2\n" +
+	"\x15CommitRestoreResponse\x12\x19\n" +
+	"\bhead_seq\x18\x01 \x01(\x04R\aheadSeq\"y\n" +
 	"\x0fFailMoveRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
 	"\amove_id\x18\x02 \x01(\tR\x06moveId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"\x12\n" +
-	"\x10FailMoveResponse\"j\n" +
+	"\x06unsafe\x18\x04 \x01(\bR\x06unsafe\"-\n" +
+	"\x10FailMoveResponse\x12\x19\n" +
+	"\bhead_seq\x18\x01 \x01(\x04R\aheadSeq\"j\n" +
 	"\x14CopyWorkspaceRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
