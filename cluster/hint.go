@@ -3,7 +3,10 @@ package cluster
 import (
 	"encoding/binary"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/fak-dev/fak/fsm"
+	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
 // Runner hints. Even nudged (nudge.go), a follower applies a committed
@@ -18,14 +21,29 @@ import (
 // and a lost or forged one costs nothing but the wait it would have saved.
 
 // RunnerHint says that the input at InputSeq, the newest event of the
-// session's journal, committed and starts the session's next turn.
+// session's journal, committed and starts the session's next turn — or,
+// with View, that the entry the leader just applied asks the node's runner
+// for a move step, and what the session is after it.
 type RunnerHint struct {
 	SessionID       string
 	Epoch, InputSeq uint64
+	// View: the session as the leader applied it, one event (the step's
+	// move.* event) ahead of a replica that has applied the entry before
+	// it (nil: an input hint).
+	View *fsmpb.Session
 }
 
-// hintMessage tags a gossip user message carrying a RunnerHint.
-const hintMessage byte = 1
+// hintMessage tags a gossip user message carrying an input hint;
+// viewMessage one carrying a session view for a move step.
+const (
+	hintMessage byte = 1
+	viewMessage byte = 2
+)
+
+// maxViewBytes bounds a view hint to what one gossip datagram carries
+// (memberlist's UDP buffer is 1,400 bytes, less its own headers); a larger
+// session gets a commit nudge instead.
+const maxViewBytes = 1200
 
 func encodeHint(h RunnerHint) []byte {
 	b := []byte{hintMessage}
@@ -34,7 +52,19 @@ func encodeHint(h RunnerHint) []byte {
 	return append(b, h.SessionID...)
 }
 
+func encodeView(s *fsmpb.Session) ([]byte, bool) {
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte{viewMessage}, s)
+	return b, err == nil && len(b) <= maxViewBytes
+}
+
 func decodeHint(b []byte) (RunnerHint, bool) {
+	if len(b) > 1 && b[0] == viewMessage && len(b) <= maxViewBytes {
+		s := &fsmpb.Session{}
+		if proto.Unmarshal(b[1:], s) != nil || s.SessionId == "" || len(s.SessionId) > fsm.MaxSessionIDBytes {
+			return RunnerHint{}, false
+		}
+		return RunnerHint{SessionID: s.SessionId, Epoch: s.Epoch, View: s}, true
+	}
 	if len(b) < 1 || b[0] != hintMessage {
 		return RunnerHint{}, false
 	}
@@ -67,10 +97,19 @@ func (c *Cluster) SetRunnerHints(fn func(RunnerHint)) {
 // the hint, and the replication of its turn.started carries the input's
 // commit to its replica. (A hint lost on the way costs that runner the
 // commit timeout, 5–10 ms.)
+//
+// The same holds for the two move steps a runner takes (fsm.RunnerMoveStep:
+// the source's checkpoint, the destination's restore): the leader sends
+// that node the session as it applied it, and its runner takes the step
+// from that view when its replica is exactly one event behind.
 func (c *Cluster) hintFollower(node, sessionID string) bool {
 	s, err := c.fsm.Session(sessionID)
 	if err != nil {
 		return false
+	}
+	if fsm.RunnerMoveStep(s) == node {
+		b, ok := encodeView(s)
+		return ok && c.gossip.send(node, b)
 	}
 	seq, ok := fsm.NextTurnInput(s)
 	if !ok {

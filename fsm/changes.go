@@ -141,6 +141,26 @@ func NextTurnInput(s *fsmpb.Session) (seq uint64, ok bool) {
 	return s.HeadSeq, true
 }
 
+// RunnerMoveStep names the node whose runner an open move of s waits
+// for, when that runner can take its step from s alone: the source's
+// checkpoint (no turn in flight, not a recovery) or the destination's
+// restore. "" when there is none. Such a runner may act on s as a leader
+// sent it (a hint) before its replica applies the step's event; it checks
+// that this event is all its replica lacks.
+func RunnerMoveStep(s *fsmpb.Session) string {
+	m := s.Move
+	if s.State != fsmpb.SessionState_SESSION_STATE_ACTIVE || !MoveOpen(m) {
+		return ""
+	}
+	switch {
+	case m.State == MoveSafePointRequested && m.Cause != MoveCauseRecovery && s.TurnInputSeq == 0:
+		return s.GetPlacement().GetNode()
+	case m.State == MoveAdmitted:
+		return m.Admitted.GetNode()
+	}
+	return ""
+}
+
 // WithInput is s as it is once the input at seq, the next event of its
 // journal, is applied: what submitting input changes (the queue and the
 // head), when s has no turn running, nothing queued and no open move.

@@ -173,7 +173,13 @@ func Start(cfg Config) (*Node, error) {
 	})
 	n.copier.Store(n.runner)
 	n.runner.Start()
-	c.SetRunnerHints(func(h cluster.RunnerHint) { n.runner.Hint(h.SessionID, h.Epoch, h.InputSeq) })
+	c.SetRunnerHints(func(h cluster.RunnerHint) {
+		if h.View != nil {
+			n.runner.HintMoveStep(h.View)
+			return
+		}
+		n.runner.Hint(h.SessionID, h.Epoch, h.InputSeq)
+	})
 	var bgCtx context.Context
 	bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.bg.Add(1)

@@ -38,6 +38,10 @@ type local struct {
 	// a turn is applied: commands it applies land between the runner's
 	// read of the session and its turn.started.
 	beforeTurnStart func()
+	// beforeMoveStep, when set, runs before a checkpoint, restore or
+	// move failure is applied: commands it applies land between the
+	// runner's read of the session and its step.
+	beforeMoveStep func()
 	// onSync, when set, runs at a read barrier (Writer.Sync): commands it
 	// applies are what the cluster had committed and this replica had
 	// not yet applied.
@@ -120,6 +124,12 @@ func (l *local) CommitCheckpoint(_ context.Context, id, moveID string, epoch, se
 
 // moveStep applies a move step and returns the head its result names.
 func (l *local) moveStep(cmd *fsmpb.Command) (uint64, error) {
+	l.mu.Lock()
+	hook := l.beforeMoveStep
+	l.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	res := l.apply(cmd)
 	if err := fsm.ResultError(res); err != nil {
 		return 0, err

@@ -47,13 +47,17 @@ func (r *Runner) restoreDue(s *fsmpb.Session) bool {
 // checkpoint commits the source's safe point: no turn is in flight (the
 // caller checked, after a read barrier, and only this worker starts turns
 // of the epoch), so the journal up to the head is what a successor needs.
-func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) error {
+// The head is at, the last event the replica holds: s may be a hint's
+// view one event ahead, that event being the move's request (nothing a
+// successor restores).
+func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host, at uint64) error {
 	if h.runtime != nil {
 		if err := h.runtime.SafePoint(ctx); err != nil {
 			return fmt.Errorf("runtime safe point: %w", err)
 		}
 	}
-	digest, err := r.cfg.FSM.JournalDigest(s.SessionId, s.HeadSeq)
+	at = min(at, s.HeadSeq)
+	digest, err := r.cfg.FSM.JournalDigest(s.SessionId, at)
 	if err != nil {
 		return err
 	}
@@ -69,14 +73,14 @@ func (r *Runner) checkpoint(ctx context.Context, s *fsmpb.Session, h *host) erro
 		}
 	}
 	err = retry(ctx, func(ctx context.Context) error {
-		head, err := r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, s.HeadSeq, digest, ws)
+		head, err := r.cfg.Writer.CommitCheckpoint(ctx, s.SessionId, m.MoveId, s.Epoch, at, digest, ws)
 		h.wrote(head)
 		return err
 	})
 	if err != nil {
 		return moveStepError{err}
 	}
-	r.logger.Info("move: checkpoint committed", "session", s.SessionId, "move", m.MoveId, "epoch", s.Epoch, "seq", s.HeadSeq,
+	r.logger.Info("move: checkpoint committed", "session", s.SessionId, "move", m.MoveId, "epoch", s.Epoch, "seq", at,
 		"workspace", ws.GetDigest(), "workspace_bytes", ws.GetBytes())
 	return nil
 }

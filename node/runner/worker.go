@@ -52,8 +52,8 @@ func (r *Runner) work(id string, h *host, view *fsmpb.Session) {
 // write, a pass takes a read barrier, to decide on state at least as new
 // as the cluster's.
 //
-// view, when not nil, is the session as a runner hint rebuilt it, one
-// event ahead of the replica: the first pass decides on it unless the
+// view, when not nil, is the session as a runner hint rebuilt or sent it,
+// one event ahead of the replica: the first pass decides on it unless the
 // replica has caught up or moved on meanwhile.
 func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 	ctx := r.ctx
@@ -77,6 +77,8 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 		if err != nil {
 			return err
 		}
+		// at: the journal address this pass's replica holds up to.
+		at := s.HeadSeq
 		if view != nil && s.HeadSeq+1 == view.HeadSeq {
 			s = view
 		}
@@ -109,7 +111,7 @@ func (r *Runner) serve(id string, h *host, view *fsmpb.Session) error {
 			// budget).
 			err = r.closeInterrupted(ctx, s, h)
 		case r.checkpointDue(s):
-			err = r.checkpoint(ctx, s, h)
+			err = r.checkpoint(ctx, s, h, at)
 		case fsm.MoveOpen(s.Move):
 			return nil // no new turn while the session moves
 		case len(s.QueuedInputs) > 0:
