@@ -83,11 +83,11 @@ type Runner struct {
 
 	mu     sync.Mutex
 	hosts  map[string]*host
-	warned map[string]string     // session → adapter name already warned about
-	kicked []string              // sessions whose worker ended since the loop last looked
+	warned map[string]string // session → adapter name already warned about
+	kicked []string          // sessions whose worker ended since the loop last looked
 	// early: move-step views that arrived while the replica lacked more
 	// than the step's event, by session; taken up when it applies the rest.
-	early map[string]*fsmpb.Session
+	early  map[string]*fsmpb.Session
 	copies map[string]*copyState // workspace copies in flight, by session
 }
 
