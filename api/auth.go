@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -95,8 +96,11 @@ func ParseTokens(r io.Reader, name string) ([]Token, error) {
 // state, looked up by the digest in the local replica, so a revoke applies
 // on each node as soon as it applies the entry. Tokens are never logged.
 type authInterceptor struct {
-	file []fileToken
-	fsm  *fsm.FSM // nil: file tokens only
+	// on: authentication is on (the node started with file tokens); it
+	// stays as it started.
+	on   bool
+	file atomic.Pointer[[]fileToken] // replaced by a reload (setFile)
+	fsm  *fsm.FSM                    // nil: file tokens only
 }
 
 type fileToken struct {
@@ -108,14 +112,21 @@ type fileToken struct {
 // authentication (tests, --no-auth), though a procedure missing from the
 // role table is still refused.
 func newAuthInterceptor(tokens []Token, f *fsm.FSM) *authInterceptor {
-	a := &authInterceptor{fsm: f}
-	for _, t := range tokens {
-		a.file = append(a.file, fileToken{digest: sha256.Sum256([]byte(t.Secret)), role: t.Role})
-	}
+	a := &authInterceptor{fsm: f, on: len(tokens) > 0}
+	a.setFile(tokens)
 	return a
 }
 
-func (a *authInterceptor) enabled() bool { return len(a.file) > 0 }
+// setFile makes tokens the file tokens accepted from now on.
+func (a *authInterceptor) setFile(tokens []Token) {
+	file := make([]fileToken, 0, len(tokens))
+	for _, t := range tokens {
+		file = append(file, fileToken{digest: sha256.Sum256([]byte(t.Secret)), role: t.Role})
+	}
+	a.file.Store(&file)
+}
+
+func (a *authInterceptor) enabled() bool { return a.on }
 
 func unauthenticated(msg string) *connect.Error {
 	return newError(connect.CodeUnauthenticated, &fakv1.ErrorInfo{Reason: ReasonUnauth}, msg)
@@ -134,7 +145,7 @@ func (a *authInterceptor) authenticate(h http.Header) (fakv1.Role, error) {
 	d := sha256.Sum256([]byte(token))
 	// Compare with every file token, whatever matches, in constant time.
 	role := fakv1.Role_ROLE_UNSPECIFIED
-	for _, ft := range a.file {
+	for _, ft := range *a.file.Load() {
 		if subtle.ConstantTimeCompare(d[:], ft.digest[:]) == 1 {
 			role = max(role, ft.role)
 		}

@@ -88,6 +88,7 @@ type Server struct {
 	shutdownCh chan struct{}
 	metrics    *apiMetrics
 	gateway    *gateway.Handler
+	auth       *authInterceptor
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -114,6 +115,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext, cfg.PeerTLS),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
 		metrics: newAPIMetrics(cfg.Metrics),
+		auth:    newAuthInterceptor(cfg.Tokens, f),
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -129,12 +131,28 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	return s
 }
 
+// SetTokens replaces the tokens file's tokens the API accepts (a reload:
+// fak agent's SIGHUP). Calls already authenticated finish as they are.
+// Authentication stays as the node started: with it on, the new tokens
+// must include an operator token (the node's own runner calls with it);
+// with it off (no tokens file) there is nothing to reload.
+func (s *Server) SetTokens(tokens []Token) error {
+	if !s.auth.enabled() {
+		return errors.New("the node started without a tokens file (authentication off): restart it with --token-file to turn authentication on")
+	}
+	if _, ok := OperatorSecret(tokens); !ok {
+		return errors.New("the tokens file has no operator token: the node's own runner calls its API with the first one")
+	}
+	s.auth.setFile(tokens)
+	return nil
+}
+
 // Handler returns the HTTP handler with every service mounted.
 func (s *Server) Handler() http.Handler {
 	// Requests may carry up to 1000 events; reject an oversized event with
 	// INVALID_ARGUMENT (our check) rather than a transport-level error.
 	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
-	auth := newAuthInterceptor(s.cfg.Tokens, s.fsm)
+	auth := s.auth
 	opts := []connect.HandlerOption{
 		// The limit after auth: an unauthenticated caller is refused
 		// before it counts against anyone.

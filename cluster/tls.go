@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,8 +24,17 @@ import (
 const TLSServerName = "server.fak"
 
 // NodeTLS is a node's mutual-TLS identity: its certificate and the pool of
-// the CA that signs every node and client certificate of the fleet.
+// the CA that signs every node and client certificate of the fleet. Reload
+// replaces both from the same files without a restart (SIGHUP): the
+// configurations below read the current material at every handshake, so
+// new connections use it while established ones keep theirs.
 type NodeTLS struct {
+	certFile, keyFile, caFile string
+	cur                       atomic.Pointer[tlsMaterial]
+}
+
+// tlsMaterial is one loaded generation of a node's certificate and CAs.
+type tlsMaterial struct {
 	cert tls.Certificate
 	cas  *x509.CertPool
 }
@@ -34,6 +44,29 @@ type NodeTLS struct {
 // and carries TLSServerName, so a misissued certificate fails at start
 // rather than as handshake errors on every peer.
 func LoadNodeTLS(certFile, keyFile, caFile string) (*NodeTLS, error) {
+	t := &NodeTLS{certFile: certFile, keyFile: keyFile, caFile: caFile}
+	if err := t.Reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Reload reads the certificate, key and CA bundle again and, when they pass
+// the same checks as at start, makes them the ones every new handshake
+// uses. On an error the material in use stays.
+func (t *NodeTLS) Reload() error {
+	m, err := loadTLSMaterial(t.certFile, t.keyFile, t.caFile)
+	if err != nil {
+		return err
+	}
+	t.cur.Store(m)
+	return nil
+}
+
+// Leaf is the node certificate in use.
+func (t *NodeTLS) Leaf() *x509.Certificate { return t.cur.Load().cert.Leaf }
+
+func loadTLSMaterial(certFile, keyFile, caFile string) (*tlsMaterial, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("tls certificate: %w", err)
@@ -58,7 +91,7 @@ func LoadNodeTLS(certFile, keyFile, caFile string) (*NodeTLS, error) {
 			certFile, caFile, TLSServerName, err)
 	}
 	cert.Leaf = leaf
-	return &NodeTLS{cert: cert, cas: cas}, nil
+	return &tlsMaterial{cert: cert, cas: cas}, nil
 }
 
 func intermediates(cert tls.Certificate) *x509.CertPool {
@@ -76,38 +109,73 @@ func intermediates(cert tls.Certificate) *x509.CertPool {
 // decide what the caller may do.
 func (t *NodeTLS) APIServerConfig() *tls.Config {
 	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.cur.Load().apiServer(), nil
+		},
+	}
+}
+
+func (m *tlsMaterial) apiServer() *tls.Config {
+	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{t.cert},
+		Certificates: []tls.Certificate{m.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    t.cas,
+		ClientCAs:    m.cas,
 	}
 }
 
 // PeerServerConfig is for the Raft port: only nodes may connect, so the
 // client certificate must also name TLSServerName.
 func (t *NodeTLS) PeerServerConfig() *tls.Config {
-	cfg := t.APIServerConfig()
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("no client certificate")
-		}
-		if err := cs.PeerCertificates[0].VerifyHostname(TLSServerName); err != nil {
-			return fmt.Errorf("client certificate is not a node certificate: %w", err)
-		}
-		return nil
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg := t.cur.Load().apiServer()
+			cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) == 0 {
+					return errors.New("no client certificate")
+				}
+				if err := cs.PeerCertificates[0].VerifyHostname(TLSServerName); err != nil {
+					return fmt.Errorf("client certificate is not a node certificate: %w", err)
+				}
+				return nil
+			}
+			return cfg, nil
+		},
 	}
-	return cfg
 }
 
 // PeerClientConfig is for dialing other nodes (Raft, API forwarding, the
 // runner's writes to its own API): present this node's certificate and
-// verify the peer is a node of the same CA.
+// verify the peer is a node of the same CA. The certificate and the CAs
+// are the ones in use at each handshake, so the verification is done here
+// against them (Go's own would use a pool fixed when the config was made):
+// the same checks — chain to the CA, TLSServerName, server auth.
 func (t *NodeTLS) PeerClientConfig() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{t.cert},
-		RootCAs:      t.cas,
-		ServerName:   TLSServerName,
+		MinVersion: tls.VersionTLS12,
+		ServerName: TLSServerName,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			m := t.cur.Load()
+			return &m.cert, nil
+		},
+		// Verified by VerifyConnection below, against the current CAs.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the peer sent no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+				DNSName: TLSServerName, Roots: t.cur.Load().cas, Intermediates: inter,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			})
+			return err
+		},
 	}
 }
 

@@ -142,13 +142,12 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// runnerTokens is what the node's own runner writes through its API with:
-// the first operator token (none with auth off).
-func (c *Config) runnerTokens() []string {
-	if secret, ok := api.OperatorSecret(c.Tokens); ok {
-		return []string{secret}
-	}
-	return nil
+// ownToken is what the node calls APIs with — its runner's writes to its
+// own, a destination's reads of a source's workspace, a leave: the first
+// operator token ("" with auth off).
+func (c *Config) ownToken() string {
+	secret, _ := api.OperatorSecret(c.Tokens)
+	return secret
 }
 
 // DefaultMaxWorkspaceBytes is the agent's max_workspace_bytes: 1 GiB of

@@ -24,7 +24,7 @@ func (n *Node) leave() error {
 	if addr == "" {
 		return err
 	}
-	hc, base, opts := nodeClient(addr, n.cfg.runnerTokens(), n.peerTLS)
+	hc, base, opts := nodeClient(addr, n.token.get, n.peerTLS)
 	cl := fakv1connect.NewClusterServiceClient(hc, base, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

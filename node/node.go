@@ -39,6 +39,10 @@ type Node struct {
 	runner  *runner.Runner
 	// peerTLS is the client TLS configuration for other nodes' APIs.
 	peerTLS *tls.Config
+	// tls is the node's TLS identity (nil: plaintext); token the token it
+	// calls APIs with. A reload replaces both (reload.go).
+	tls   *cluster.NodeTLS
+	token ownToken
 	// copier is the runner once it exists, for the API (workspace copies).
 	copier   atomic.Pointer[runner.Runner]
 	runnerIO *apiWriter
@@ -143,7 +147,8 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, logger: logger, fsm: f, cluster: c, apiLn: ln, metrics: m,
 		serveErr: make(chan error, 1), done: make(chan struct{}),
 	}
-	n.peerTLS = sec.peerClientTLS()
+	n.peerTLS, n.tls = sec.peerClientTLS(), sec.tls
+	n.token.set(cfg.ownToken())
 	mv := newMover(n)
 	c.SetCompanions(mv.companions)
 	n.api = api.New(api.Config{
@@ -161,13 +166,13 @@ func Start(cfg Config) (*Node, error) {
 	}, c, f)
 	m.watch(c, f)
 	go func() { n.serveErr <- n.api.Serve(ln) }()
-	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), cfg.runnerTokens(), sec.peerClientTLS())
+	n.runnerIO = newAPIWriter(localAddr(ln.Addr()), n.token.get, sec.peerClientTLS())
 	n.runner = runner.New(runner.Config{
 		Node: cfg.Name, FSM: f, Writer: n.runnerIO,
 		Adapters:      adapters,
 		WorkspaceRoot: filepath.Join(cfg.DataDir, "workspaces"),
 		Workspaces:    store, MaxWorkspaceBytes: cfg.MaxWorkspaceBytes,
-		Sources: newPeerWorkspaces(f, cfg.runnerTokens(), sec.peerClientTLS()).source,
+		Sources: newPeerWorkspaces(f, n.token.get, sec.peerClientTLS()).source,
 		Addr:    apiAddr,
 		Logger:  logger,
 	})

@@ -33,8 +33,8 @@ type apiWriter struct {
 
 // With tlsCfg (the node's peer client configuration) the writer reaches
 // its own API over mutual TLS, as a peer would.
-func newAPIWriter(apiAddr string, tokens []string, tlsCfg *tls.Config) *apiWriter {
-	hc, base, opts := nodeClient(apiAddr, tokens, tlsCfg)
+func newAPIWriter(apiAddr string, token func() string, tlsCfg *tls.Config) *apiWriter {
+	hc, base, opts := nodeClient(apiAddr, token, tlsCfg)
 	return &apiWriter{
 		http:      hc,
 		runner:    fakv1connect.NewRunnerServiceClient(hc, base, opts...),
@@ -45,12 +45,9 @@ func newAPIWriter(apiAddr string, tokens []string, tlsCfg *tls.Config) *apiWrite
 
 // nodeClient is how this node calls a node's API (its own, or a peer's):
 // an HTTP client with the node's peer TLS, the base URL of addr, and the
-// node's own token.
-func nodeClient(addr string, tokens []string, tlsCfg *tls.Config) (*http.Client, string, []connect.ClientOption) {
-	var opts []connect.ClientOption
-	if len(tokens) > 0 {
-		opts = append(opts, connect.WithInterceptors(apiclient.Bearer(tokens[0])))
-	}
+// node's own token as it is at each call.
+func nodeClient(addr string, token func() string, tlsCfg *tls.Config) (*http.Client, string, []connect.ClientOption) {
+	opts := []connect.ClientOption{connect.WithInterceptors(apiclient.BearerFunc(token))}
 	return apiclient.NewTLSHTTPClient(tlsCfg, nil), apiclient.Scheme(tlsCfg != nil) + "://" + addr, opts
 }
 

@@ -23,16 +23,16 @@ import (
 // checkpointed through the source's RunnerService, with this node's own
 // token and peer TLS, at the API address its node record gives.
 type peerWorkspaces struct {
-	f      *fsm.FSM
-	tokens []string
-	tls    *tls.Config
+	f     *fsm.FSM
+	token func() string
+	tls   *tls.Config
 
 	mu      sync.Mutex
 	clients map[string]fakv1connect.RunnerServiceClient // by API address
 }
 
-func newPeerWorkspaces(f *fsm.FSM, tokens []string, tlsCfg *tls.Config) *peerWorkspaces {
-	return &peerWorkspaces{f: f, tokens: tokens, tls: tlsCfg, clients: map[string]fakv1connect.RunnerServiceClient{}}
+func newPeerWorkspaces(f *fsm.FSM, token func() string, tlsCfg *tls.Config) *peerWorkspaces {
+	return &peerWorkspaces{f: f, token: token, tls: tlsCfg, clients: map[string]fakv1connect.RunnerServiceClient{}}
 }
 
 // source is node's workspace store as the runner reads it.
@@ -57,7 +57,7 @@ func (p *peerWorkspaces) source(node string) (runner.WorkspaceSource, error) {
 		// Chunks are sent as they are: an agent's files are often
 		// compressed already, and gzip of a 1 MiB chunk costs the source
 		// more than the wire saves on a LAN.
-		hc, base, opts := nodeClient(addr, p.tokens, p.tls)
+		hc, base, opts := nodeClient(addr, p.token, p.tls)
 		c = fakv1connect.NewRunnerServiceClient(hc, base, append(opts, connect.WithAcceptCompression("gzip", nil, nil))...)
 		p.clients[addr] = c
 	}

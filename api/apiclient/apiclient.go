@@ -30,14 +30,24 @@ func NewHTTPClientDialer(dial func(ctx context.Context, network, addr string) (n
 
 // Bearer returns an interceptor that sends token as a bearer token on every
 // unary and streaming call.
-func Bearer(token string) connect.Interceptor { return bearer(token) }
+func Bearer(token string) connect.Interceptor { return bearer(func() string { return token }) }
 
-type bearer string
+// BearerFunc is Bearer with the token read at each call (a node's own
+// token, which a reload of its tokens file may change); "" sends none.
+func BearerFunc(token func() string) connect.Interceptor { return bearer(token) }
+
+type bearer func() string
+
+func (b bearer) set(h http.Header) {
+	if t := b(); t != "" {
+		h.Set("Authorization", "Bearer "+t)
+	}
+}
 
 func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if req.Spec().IsClient {
-			req.Header().Set("Authorization", "Bearer "+string(b))
+			b.set(req.Header())
 		}
 		return next(ctx, req)
 	}
@@ -46,7 +56,7 @@ func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		b.set(conn.RequestHeader())
 		return conn
 	}
 }

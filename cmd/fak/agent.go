@@ -173,11 +173,18 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 // then stops the nodes. By default a signal stops a node without leaving —
 // like Consul and Nomad servers — so restarting a whole fleet keeps its Raft
 // configuration; with leaveOnTerminate, SIGTERM leaves gracefully first. A
-// second signal exits at once.
+// second signal exits at once. SIGHUP reloads each node's tokens file and
+// TLS files (node.Reload) and keeps running.
 func waitForSignals(nodes []*node.Node, leaveOnTerminate bool, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	stopReload := make(chan struct{})
+	defer close(stopReload)
+	go reloadOnHangup(nodes, hups, stopReload, stderr)
 	allDone := make(chan struct{})
 	go func() {
 		for _, n := range nodes {
@@ -228,4 +235,21 @@ func waitForSignals(nodes []*node.Node, leaveOnTerminate bool, stderr io.Writer)
 		return 1
 	}
 	return 0
+}
+
+// reloadOnHangup reloads every node at each SIGHUP until stop closes; a
+// reload that fails leaves that node as it was and says why on stderr.
+func reloadOnHangup(nodes []*node.Node, hups <-chan os.Signal, stop <-chan struct{}, stderr io.Writer) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-hups:
+		}
+		for _, n := range nodes {
+			if _, err := n.Reload(); err != nil {
+				fmt.Fprintf(stderr, "fak: %s: %v\n", n.Name(), err)
+			}
+		}
+	}
 }
