@@ -118,7 +118,10 @@ func (t *NodeTLS) APIServerConfig() *tls.Config {
 
 func (m *tlsMaterial) apiServer() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
+		MinVersion: tls.VersionTLS12,
+		// The config a handshake uses is this one, not the one net/http
+		// added its protocols to: offer HTTP/2 here.
+		NextProtos:   []string{"h2", "http/1.1"},
 		Certificates: []tls.Certificate{m.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    m.cas,
