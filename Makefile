@@ -124,7 +124,8 @@ buf-lint:
 # seed corpus; `make fuzz` mutates from there for FUZZTIME each.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = ./fsm:FuzzApply ./guard:FuzzParseHook ./cluster/snapshotfile:FuzzReadSnapshotFile \
-	./api/gateway:FuzzUsageReaders ./node/workspace:FuzzUnmarshalManifest ./node/runner/exec:FuzzDecodeLine
+	./api/gateway:FuzzUsageReaders ./node/workspace:FuzzUnmarshalManifest ./node/runner/exec:FuzzDecodeLine \
+	./cmd/fak:FuzzConfigFile ./node:FuzzAPIRequests
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
