@@ -17,6 +17,7 @@ const (
 	ReasonSeqMismatch     Reason = "SEQ_MISMATCH"
 	ReasonSessionStopped  Reason = "SESSION_STOPPED"
 	ReasonAlreadyExists   Reason = "ALREADY_EXISTS"
+	ReasonNotStopped      Reason = "NOT_STOPPED" // a purge of a session still active
 	// The attachment contract's refusals (DESIGN.md §7); TURN_ORDER fences
 	// runner writes (§8) and BUDGET_EXHAUSTED is the envelope's (§5).
 	ReasonStaleEpoch         Reason = "STALE_EPOCH"

@@ -278,6 +278,8 @@ func (a *applier) dispatch(c *fsmpb.Command) *fsmpb.Result {
 		r, err = a.interruptTurn(c, body.InterruptTurn)
 	case *fsmpb.Command_RecordWorkspaceCopy:
 		r, err = a.recordWorkspaceCopy(c, body.RecordWorkspaceCopy)
+	case *fsmpb.Command_PurgeSessions:
+		r, err = a.purgeSessions(c, body.PurgeSessions)
 	case *fsmpb.Command_AnswerApproval:
 		r, err = a.answerApproval(c, body.AnswerApproval)
 	case *fsmpb.Command_RunnerAppend:

@@ -260,3 +260,8 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 	}
 	return sink.Bytes()
 }
+
+func purgeCmd(cause string, stoppedBefore int64, ids ...string) *fsmpb.Command {
+	return &fsmpb.Command{Body: &fsmpb.Command_PurgeSessions{PurgeSessions: &fsmpb.PurgeSessions{
+		SessionIds: ids, Cause: cause, StoppedBeforeUnixNano: stoppedBefore, By: "test"}}}
+}

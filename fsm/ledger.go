@@ -146,7 +146,7 @@ func (a *applier) clearSession(c *fsmpb.Command, cmd *fsmpb.ClearSession) (*fsmp
 	a.endOpenMove(c, s, "session stopped ("+reason+")")
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
-	s.UpdatedUnixNano = c.TimeUnixNano
+	s.UpdatedUnixNano, s.StoppedUnixNano = c.TimeUnixNano, c.TimeUnixNano
 	a.putEvents(newEvent(s, c, KindSessionStopped, reason, fact(stopFact{Child: childID, Source: cmd.Source})))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Boundary{Boundary: &fsmpb.Boundary{

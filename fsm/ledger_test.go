@@ -274,7 +274,7 @@ func TestClearAndNewSession(t *testing.T) {
 			old.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 			old.StopReason = tt.wantReason
 			old.HeadSeq = 14
-			old.UpdatedUnixNano = tc
+			old.UpdatedUnixNano, old.StoppedUnixNano = tc, tc
 			if s := h.session("s1"); !proto.Equal(s, old) {
 				t.Fatalf("old session %v, want %v", s, old)
 			}

@@ -30,15 +30,28 @@ type Counts struct {
 	// shipping them fetched and found already held, summed.
 	CopyTimes                       []time.Duration
 	CopyBytesSent, CopyBytesPresent uint64
+	// Purged: sessions purged since the fleet began, by cause (operator,
+	// retention), and the journal bytes they held.
+	Purged      map[string]uint64
+	PurgedBytes uint64
+	// StateBytes: the size of the FSM's database (the replicated state as
+	// this node holds it).
+	StateBytes int64
 }
 
 // Counts reads the census in one read transaction: one pass over the
 // session records (decoded, like the controllers' scans) and the key count
 // of the attachments bucket.
 func (f *FSM) Counts() (Counts, error) {
-	c := Counts{Sessions: map[fsmpb.SessionState]int{}, Warmups: map[string][]time.Duration{}}
+	c := Counts{Sessions: map[fsmpb.SessionState]int{}, Warmups: map[string][]time.Duration{}, Purged: map[string]uint64{}}
 	err := f.view(func(tx *bolt.Tx) error {
 		c.Attachments = tx.Bucket(bucketAttachments).Stats().KeyN
+		c.StateBytes = tx.Size()
+		meta := tx.Bucket(bucketMeta)
+		for _, cause := range []string{PurgeCauseOperator, PurgeCauseRetention} {
+			c.Purged[cause] = metaCounter(meta, purgedKey(cause))
+		}
+		c.PurgedBytes = metaCounter(meta, keyPurgedBytes)
 		var s fsmpb.Session
 		return tx.Bucket(bucketSessions).ForEach(func(_, v []byte) error {
 			s.Reset()

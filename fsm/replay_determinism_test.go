@@ -183,6 +183,9 @@ func fullLog(t testing.TB) (log []*raft.Log, want [][]*fsmpb.Result, gen *harnes
 	move("st", "mv5", MoveCauseOperator, &fsmpb.Placement{Node: "n2"})
 	ok(moveTo("r", "mv6", "n1"), stop("r", "DONE"), stop("r", "AGAIN"), moveFail("r", "mv6", "late", false)) // the stop fails the move
 	no(ReasonSessionStopped, moveTo("r", "mv7", "n3"))
+	no(ReasonNotStopped, purgeCmd(PurgeCauseOperator, 0, "w"))
+	ok(purgeCmd(PurgeCauseRetention, gen.clock+1, "st", "r", "nobody")) // r purged; st active and nobody absent skipped
+	no(ReasonNotFound, purgeCmd(PurgeCauseOperator, 0, "r"))
 
 	// One entry of many kinds: compare-and-append, a request id used twice,
 	// a command with no body, an over-long request id, a client writing a

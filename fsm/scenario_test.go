@@ -54,7 +54,7 @@ import (
 // Any command takes req=ID (its request id). A clear/new child's derived
 // id prints as PARENT/PROVIDER-ID and may be used as such in later commands.
 func TestScenarios(t *testing.T) {
-	for _, rule := range []string{"journal", "lease", "ledger", "budget", "move", "turn", "external", "capabilities"} {
+	for _, rule := range []string{"journal", "lease", "ledger", "budget", "move", "turn", "external", "capabilities", "retention"} {
 		datadriven.Walk(t, filepath.Join("testdata", rule), func(t *testing.T, path string) {
 			sc := &scenario{h: newHarness(t), alias: map[string]string{}}
 			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
@@ -259,6 +259,16 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 				Node:      val("node", ""), AfterInput: num("as-of", 0), TurnsCompleted: cur().TurnsCompleted}}}}
 	case "move-fail":
 		c = moveFail(pos(0), pos(1), td.Input, td.HasArg("unsafe"))
+	case "purge":
+		ids := make([]string, len(p))
+		for i := range p {
+			ids[i] = pos(i)
+		}
+		c = &fsmpb.Command{Body: &fsmpb.Command_PurgeSessions{PurgeSessions: &fsmpb.PurgeSessions{
+			SessionIds: ids, Cause: val("cause", PurgeCauseOperator), By: val("by", "operator"),
+			StoppedBeforeUnixNano: t0 + dur("before", 0)}}}
+	case "audit":
+		return sc.audit()
 	default:
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 	}
@@ -309,6 +319,14 @@ func (sc *scenario) applyAndShow(c *fsmpb.Command, first string) string {
 		}
 		if a.UsageRefused {
 			b.WriteString(" (usage refused)")
+		}
+	}
+	if pg := r.GetPurge(); pg != nil {
+		for _, e := range pg.Entries {
+			fmt.Fprintf(&b, "\npurged %s: %d events, %d bytes (%s, by %s)", sc.name(e.SessionId), e.Events, e.Bytes, e.Cause, e.By)
+		}
+		for _, id := range pg.Skipped {
+			fmt.Fprintf(&b, "\nskipped %s", sc.name(id))
 		}
 	}
 	if bd := r.GetBoundary(); bd != nil {
@@ -396,6 +414,23 @@ var (
 // events prints id's events from seq on, one a line: "S #SEQ KIND: TEXT",
 // with the event's data under it when asked or when it has no text. Times
 // in the data print relative to the scenario's start, digests shortened.
+// audit prints the fleet's audit log.
+func (sc *scenario) audit() string {
+	es, err := sc.h.f.Audit(1, 1<<20)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	lines := []string{}
+	for _, e := range es {
+		lines = append(lines, fmt.Sprintf("audit #%d %s %s at %s: %q stopped at %s, %d events (%s, by %s)",
+			e.Seq, e.Kind, sc.name(e.SessionId), rel(e.TimeUnixNano), e.Title, rel(e.StoppedUnixNano), e.Events, e.Cause, e.By))
+	}
+	if len(lines) == 0 {
+		return "audit log empty"
+	}
+	return strings.Join(lines, "\n")
+}
+
 func (sc *scenario) events(id string, from uint64, data bool) string {
 	evs, _, err := sc.h.f.Events(id, from, 1<<30)
 	if err != nil {

@@ -135,7 +135,7 @@ func (a *applier) stopSession(c *fsmpb.Command, cmd *fsmpb.StopSession) (*fsmpb.
 	a.endOpenMove(c, s, "session stopped ("+reason+")")
 	s.State = fsmpb.SessionState_SESSION_STATE_STOPPED
 	s.StopReason = reason
-	s.UpdatedUnixNano = c.TimeUnixNano
+	s.UpdatedUnixNano, s.StoppedUnixNano = c.TimeUnixNano, c.TimeUnixNano
 	a.putEvents(newEvent(s, c, KindSessionStopped, reason, nil))
 	a.putSession(s)
 	return &fsmpb.Result{Body: &fsmpb.Result_Session{Session: s}}, nil

@@ -143,6 +143,7 @@ func TestStopSession(t *testing.T) {
 				StopReason:      tt.wantReason,
 				CreatedUnixNano: t0 + 1,
 				UpdatedUnixNano: t0 + 3,
+				StoppedUnixNano: t0 + 3,
 				HeadSeq:         4,
 				Epoch:           1,
 				Placement:       &fsmpb.Placement{RuntimeAdapter: DefaultRuntimeAdapter},

@@ -25,11 +25,12 @@ var (
 	bucketNodes   = []byte("nodes")    // node name → fsmpb.NodeRecord
 	bucketACL     = []byte("acl")      // accessor id → fsmpb.AclToken
 	bucketACLHash = []byte("acl_hash") // secret SHA-256 → accessor id
+	bucketAudit   = []byte("audit")    // seq(8, big endian) → fsmpb.AuditEntry
 
 	keyAppliedIndex = []byte("applied_index")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage, bucketNodes, bucketACL, bucketACLHash}
+var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketRequests, bucketExpiry, bucketAttachments, bucketEnvelopes, bucketLaunches, bucketLineage, bucketNodes, bucketACL, bucketACLHash, bucketAudit}
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //

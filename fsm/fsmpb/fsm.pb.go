@@ -119,6 +119,7 @@ type Command struct {
 	//	*Command_RevokeAclToken
 	//	*Command_InterruptTurn
 	//	*Command_RecordWorkspaceCopy
+	//	*Command_PurgeSessions
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -472,6 +473,15 @@ func (x *Command) GetRecordWorkspaceCopy() *RecordWorkspaceCopy {
 	return nil
 }
 
+func (x *Command) GetPurgeSessions() *PurgeSessions {
+	if x != nil {
+		if x, ok := x.Body.(*Command_PurgeSessions); ok {
+			return x.PurgeSessions
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -608,6 +618,10 @@ type Command_RecordWorkspaceCopy struct {
 	RecordWorkspaceCopy *RecordWorkspaceCopy `protobuf:"bytes,42,opt,name=record_workspace_copy,json=recordWorkspaceCopy,proto3,oneof"`
 }
 
+type Command_PurgeSessions struct {
+	PurgeSessions *PurgeSessions `protobuf:"bytes,43,opt,name=purge_sessions,json=purgeSessions,proto3,oneof"`
+}
+
 func (*Command_CreateSession) isCommand_Body() {}
 
 func (*Command_AppendEvents) isCommand_Body() {}
@@ -673,6 +687,8 @@ func (*Command_RevokeAclToken) isCommand_Body() {}
 func (*Command_InterruptTurn) isCommand_Body() {}
 
 func (*Command_RecordWorkspaceCopy) isCommand_Body() {}
+
+func (*Command_PurgeSessions) isCommand_Body() {}
 
 // RecordWorkspaceCopy notes a copy of a session's workspace that another
 // node holds, shipped by the host after a completed turn: a recovery
@@ -4574,6 +4590,7 @@ type Result struct {
 	//	*Result_Boundary
 	//	*Result_Node
 	//	*Result_AclToken
+	//	*Result_Purge
 	Body isResult_Body `protobuf_oneof:"body"`
 	// Set when the command changed nothing because it had already happened
 	// (an approval answered twice, a lease released twice).
@@ -4689,6 +4706,15 @@ func (x *Result) GetAclToken() *AclToken {
 	return nil
 }
 
+func (x *Result) GetPurge() *Purge {
+	if x != nil {
+		if x, ok := x.Body.(*Result_Purge); ok {
+			return x.Purge
+		}
+	}
+	return nil
+}
+
 func (x *Result) GetNoOp() bool {
 	if x != nil {
 		return x.NoOp
@@ -4728,6 +4754,10 @@ type Result_AclToken struct {
 	AclToken *AclToken `protobuf:"bytes,16,opt,name=acl_token,json=aclToken,proto3,oneof"`
 }
 
+type Result_Purge struct {
+	Purge *Purge `protobuf:"bytes,17,opt,name=purge,proto3,oneof"`
+}
+
 func (*Result_Session) isResult_Body() {}
 
 func (*Result_Append) isResult_Body() {}
@@ -4741,6 +4771,8 @@ func (*Result_Boundary) isResult_Body() {}
 func (*Result_Node) isResult_Body() {}
 
 func (*Result_AclToken) isResult_Body() {}
+
+func (*Result_Purge) isResult_Body() {}
 
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4949,8 +4981,10 @@ type Session struct {
 	ProviderThread bool `protobuf:"varint,35,opt,name=provider_thread,json=providerThread,proto3" json:"provider_thread,omitempty"`
 	// The newest copy of the workspace another node holds (nil: none).
 	WorkspaceCopy *WorkspaceCopy `protobuf:"bytes,36,opt,name=workspace_copy,json=workspaceCopy,proto3" json:"workspace_copy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When the session stopped (the stopping command's time; 0: active).
+	StoppedUnixNano int64 `protobuf:"varint,37,opt,name=stopped_unix_nano,json=stoppedUnixNano,proto3" json:"stopped_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
@@ -5233,6 +5267,13 @@ func (x *Session) GetWorkspaceCopy() *WorkspaceCopy {
 		return x.WorkspaceCopy
 	}
 	return nil
+}
+
+func (x *Session) GetStoppedUnixNano() int64 {
+	if x != nil {
+		return x.StoppedUnixNano
+	}
+	return 0
 }
 
 type Lease struct {
@@ -5707,12 +5748,260 @@ func (x *Boundary) GetPruned() uint32 {
 	return 0
 }
 
+// PurgeSessions removes stopped sessions — record, journal, attachments,
+// lineage edges — from the replicated state, and journals each removal in
+// the fleet's audit log. cause "operator": one session, named by an
+// operator, refused (NOT_STOPPED) unless it is stopped. cause "retention":
+// a batch the leader's retention pass chose; a session that is not
+// stopped, or stopped at or after stopped_before_unix_nano, is skipped.
+type PurgeSessions struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	SessionIds            []string               `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
+	Cause                 string                 `protobuf:"bytes,2,opt,name=cause,proto3" json:"cause,omitempty"`
+	StoppedBeforeUnixNano int64                  `protobuf:"varint,3,opt,name=stopped_before_unix_nano,json=stoppedBeforeUnixNano,proto3" json:"stopped_before_unix_nano,omitempty"`
+	// Who asked: the caller's role and client for an operator, the leader's
+	// name for retention.
+	By            string `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeSessions) Reset() {
+	*x = PurgeSessions{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeSessions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeSessions) ProtoMessage() {}
+
+func (x *PurgeSessions) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeSessions.ProtoReflect.Descriptor instead.
+func (*PurgeSessions) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PurgeSessions) GetSessionIds() []string {
+	if x != nil {
+		return x.SessionIds
+	}
+	return nil
+}
+
+func (x *PurgeSessions) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *PurgeSessions) GetStoppedBeforeUnixNano() int64 {
+	if x != nil {
+		return x.StoppedBeforeUnixNano
+	}
+	return 0
+}
+
+func (x *PurgeSessions) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+// Purge is what a PurgeSessions removed: one audit entry per session.
+type Purge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	Skipped       []string               `protobuf:"bytes,2,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Purge) Reset() {
+	*x = Purge{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Purge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Purge) ProtoMessage() {}
+
+func (x *Purge) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Purge.ProtoReflect.Descriptor instead.
+func (*Purge) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *Purge) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *Purge) GetSkipped() []string {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+// AuditEntry is one entry of the fleet's audit log (bucket audit, by
+// seq): something that changed the fleet's record itself.
+type AuditEntry struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Seq          uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	TimeUnixNano int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Kind         string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"` // session.purged
+	SessionId    string                 `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Cause        string                 `protobuf:"bytes,5,opt,name=cause,proto3" json:"cause,omitempty"`
+	By           string                 `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	// What the removed session held.
+	Title           string `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	Events          uint64 `protobuf:"varint,8,opt,name=events,proto3" json:"events,omitempty"`
+	Bytes           uint64 `protobuf:"varint,9,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	StoppedUnixNano int64  `protobuf:"varint,10,opt,name=stopped_unix_nano,json=stoppedUnixNano,proto3" json:"stopped_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_fsm_v1_fsm_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_fak_fsm_v1_fsm_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *AuditEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetStoppedUnixNano() int64 {
+	if x != nil {
+		return x.StoppedUnixNano
+	}
+	return 0
+}
+
 var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xa8\x11\n" +
+	"fak.fsm.v1\"\xec\x11\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -5755,7 +6044,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x10create_acl_token\x18' \x01(\v2\x1a.fak.fsm.v1.CreateAclTokenH\x00R\x0ecreateAclToken\x12F\n" +
 	"\x10revoke_acl_token\x18( \x01(\v2\x1a.fak.fsm.v1.RevokeAclTokenH\x00R\x0erevokeAclToken\x12B\n" +
 	"\x0einterrupt_turn\x18) \x01(\v2\x19.fak.fsm.v1.InterruptTurnH\x00R\rinterruptTurn\x12U\n" +
-	"\x15record_workspace_copy\x18* \x01(\v2\x1f.fak.fsm.v1.RecordWorkspaceCopyH\x00R\x13recordWorkspaceCopyB\x06\n" +
+	"\x15record_workspace_copy\x18* \x01(\v2\x1f.fak.fsm.v1.RecordWorkspaceCopyH\x00R\x13recordWorkspaceCopy\x12B\n" +
+	"\x0epurge_sessions\x18+ \x01(\v2\x19.fak.fsm.v1.PurgeSessionsH\x00R\rpurgeSessionsB\x06\n" +
 	"\x04body\"y\n" +
 	"\x13RecordWorkspaceCopy\x12\x1d\n" +
 	"\n" +
@@ -6099,7 +6389,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\vStopSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb8\x03\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xe3\x03\n" +
 	"\x06Result\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.fak.fsm.v1.ErrorR\x05error\x12/\n" +
 	"\asession\x18\n" +
@@ -6111,7 +6401,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\benvelope\x18\r \x01(\v2\x14.fak.fsm.v1.EnvelopeH\x00R\benvelope\x122\n" +
 	"\bboundary\x18\x0e \x01(\v2\x14.fak.fsm.v1.BoundaryH\x00R\bboundary\x12,\n" +
 	"\x04node\x18\x0f \x01(\v2\x16.fak.fsm.v1.NodeRecordH\x00R\x04node\x123\n" +
-	"\tacl_token\x18\x10 \x01(\v2\x14.fak.fsm.v1.AclTokenH\x00R\baclToken\x12\x13\n" +
+	"\tacl_token\x18\x10 \x01(\v2\x14.fak.fsm.v1.AclTokenH\x00R\baclToken\x12)\n" +
+	"\x05purge\x18\x11 \x01(\v2\x11.fak.fsm.v1.PurgeH\x00R\x05purge\x12\x13\n" +
 	"\x05no_op\x18\x02 \x01(\bR\x04noOpB\x06\n" +
 	"\x04body\"T\n" +
 	"\x05Error\x12\x16\n" +
@@ -6124,8 +6415,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12!\n" +
 	"\fturn_refused\x18\x04 \x01(\bR\vturnRefused\x12#\n" +
-	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\xdc\n" +
-	"\n" +
+	"\rusage_refused\x18\x05 \x01(\bR\fusageRefused\"\x88\v\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
@@ -6167,7 +6457,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\bstranded\x18! \x01(\bR\bstranded\x12#\n" +
 	"\rstranded_node\x18\" \x01(\tR\fstrandedNode\x12'\n" +
 	"\x0fprovider_thread\x18# \x01(\bR\x0eproviderThread\x12@\n" +
-	"\x0eworkspace_copy\x18$ \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\rworkspaceCopy\"\xc2\x01\n" +
+	"\x0eworkspace_copy\x18$ \x01(\v2\x19.fak.fsm.v1.WorkspaceCopyR\rworkspaceCopy\x12*\n" +
+	"\x11stopped_unix_nano\x18% \x01(\x03R\x0fstoppedUnixNano\"\xc2\x01\n" +
 	"\x05Lease\x12#\n" +
 	"\rattachment_id\x18\x01 \x01(\tR\fattachmentId\x12\x1f\n" +
 	"\vclient_kind\x18\x02 \x01(\tR\n" +
@@ -6213,7 +6504,30 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12-\n" +
 	"\asession\x18\x02 \x01(\v2\x13.fak.fsm.v1.SessionR\asession\x12)\n" +
 	"\x10previous_session\x18\x03 \x01(\tR\x0fpreviousSession\x12\x16\n" +
-	"\x06pruned\x18\x04 \x01(\rR\x06pruned*b\n" +
+	"\x06pruned\x18\x04 \x01(\rR\x06pruned\"\x8f\x01\n" +
+	"\rPurgeSessions\x12\x1f\n" +
+	"\vsession_ids\x18\x01 \x03(\tR\n" +
+	"sessionIds\x12\x14\n" +
+	"\x05cause\x18\x02 \x01(\tR\x05cause\x127\n" +
+	"\x18stopped_before_unix_nano\x18\x03 \x01(\x03R\x15stoppedBeforeUnixNano\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\"S\n" +
+	"\x05Purge\x120\n" +
+	"\aentries\x18\x01 \x03(\v2\x16.fak.fsm.v1.AuditEntryR\aentries\x12\x18\n" +
+	"\askipped\x18\x02 \x03(\tR\askipped\"\x8d\x02\n" +
+	"\n" +
+	"AuditEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05cause\x18\x05 \x01(\tR\x05cause\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\x12\x14\n" +
+	"\x05title\x18\a \x01(\tR\x05title\x12\x16\n" +
+	"\x06events\x18\b \x01(\x04R\x06events\x12\x14\n" +
+	"\x05bytes\x18\t \x01(\x04R\x05bytes\x12*\n" +
+	"\x11stopped_unix_nano\x18\n" +
+	" \x01(\x03R\x0fstoppedUnixNano*b\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SESSION_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -6232,7 +6546,7 @@ func file_fak_fsm_v1_fsm_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_fsm_v1_fsm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fak_fsm_v1_fsm_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(SessionState)(0),            // 0: fak.fsm.v1.SessionState
 	(*Command)(nil),              // 1: fak.fsm.v1.Command
@@ -6296,6 +6610,9 @@ var file_fak_fsm_v1_fsm_proto_goTypes = []any{
 	(*Event)(nil),                // 59: fak.fsm.v1.Event
 	(*EventChunk)(nil),           // 60: fak.fsm.v1.EventChunk
 	(*Boundary)(nil),             // 61: fak.fsm.v1.Boundary
+	(*PurgeSessions)(nil),        // 62: fak.fsm.v1.PurgeSessions
+	(*Purge)(nil),                // 63: fak.fsm.v1.Purge
+	(*AuditEntry)(nil),           // 64: fak.fsm.v1.AuditEntry
 }
 var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	23, // 0: fak.fsm.v1.Command.create_session:type_name -> fak.fsm.v1.CreateSession
@@ -6331,52 +6648,55 @@ var file_fak_fsm_v1_fsm_proto_depIdxs = []int32{
 	5,  // 30: fak.fsm.v1.Command.revoke_acl_token:type_name -> fak.fsm.v1.RevokeAclToken
 	45, // 31: fak.fsm.v1.Command.interrupt_turn:type_name -> fak.fsm.v1.InterruptTurn
 	2,  // 32: fak.fsm.v1.Command.record_workspace_copy:type_name -> fak.fsm.v1.RecordWorkspaceCopy
-	3,  // 33: fak.fsm.v1.RecordWorkspaceCopy.copy:type_name -> fak.fsm.v1.WorkspaceCopy
-	14, // 34: fak.fsm.v1.WorkspaceCopy.workspace:type_name -> fak.fsm.v1.Workspace
-	18, // 35: fak.fsm.v1.WorkspaceCopy.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	8,  // 36: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
-	7,  // 37: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
-	37, // 38: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
-	14, // 39: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
-	37, // 40: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
-	18, // 41: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	37, // 42: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
-	37, // 43: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
-	14, // 44: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
-	18, // 45: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
-	17, // 46: fak.fsm.v1.Move.cache_lineage:type_name -> fak.fsm.v1.CacheLineage
-	1,  // 47: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
-	37, // 48: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
-	25, // 49: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
-	24, // 50: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
-	24, // 51: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
-	24, // 52: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
-	24, // 53: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
-	50, // 54: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
-	24, // 55: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
-	48, // 56: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
-	50, // 57: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
-	53, // 58: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
-	55, // 59: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
-	54, // 60: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
-	58, // 61: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
-	26, // 62: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
-	61, // 63: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
-	7,  // 64: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
-	6,  // 65: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
-	0,  // 66: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
-	37, // 67: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
-	56, // 68: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
-	57, // 69: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
-	21, // 70: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
-	3,  // 71: fak.fsm.v1.Session.workspace_copy:type_name -> fak.fsm.v1.WorkspaceCopy
-	59, // 72: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
-	55, // 73: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
-	74, // [74:74] is the sub-list for method output_type
-	74, // [74:74] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	62, // 33: fak.fsm.v1.Command.purge_sessions:type_name -> fak.fsm.v1.PurgeSessions
+	3,  // 34: fak.fsm.v1.RecordWorkspaceCopy.copy:type_name -> fak.fsm.v1.WorkspaceCopy
+	14, // 35: fak.fsm.v1.WorkspaceCopy.workspace:type_name -> fak.fsm.v1.Workspace
+	18, // 36: fak.fsm.v1.WorkspaceCopy.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	8,  // 37: fak.fsm.v1.NodeRecord.labels:type_name -> fak.fsm.v1.Label
+	7,  // 38: fak.fsm.v1.RegisterNode.node:type_name -> fak.fsm.v1.NodeRecord
+	37, // 39: fak.fsm.v1.RequestMove.target:type_name -> fak.fsm.v1.Placement
+	14, // 40: fak.fsm.v1.MoveCheckpoint.workspace:type_name -> fak.fsm.v1.Workspace
+	37, // 41: fak.fsm.v1.MoveAdmit.placement:type_name -> fak.fsm.v1.Placement
+	18, // 42: fak.fsm.v1.MoveRestore.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	37, // 43: fak.fsm.v1.Move.target:type_name -> fak.fsm.v1.Placement
+	37, // 44: fak.fsm.v1.Move.admitted:type_name -> fak.fsm.v1.Placement
+	14, // 45: fak.fsm.v1.Move.workspace:type_name -> fak.fsm.v1.Workspace
+	18, // 46: fak.fsm.v1.Move.transfer:type_name -> fak.fsm.v1.WorkspaceTransfer
+	17, // 47: fak.fsm.v1.Move.cache_lineage:type_name -> fak.fsm.v1.CacheLineage
+	1,  // 48: fak.fsm.v1.Batch.commands:type_name -> fak.fsm.v1.Command
+	37, // 49: fak.fsm.v1.CreateSession.placement:type_name -> fak.fsm.v1.Placement
+	25, // 50: fak.fsm.v1.CreateSession.policy:type_name -> fak.fsm.v1.Policy
+	24, // 51: fak.fsm.v1.Policy.limits:type_name -> fak.fsm.v1.Budget
+	24, // 52: fak.fsm.v1.Envelope.limits:type_name -> fak.fsm.v1.Budget
+	24, // 53: fak.fsm.v1.Envelope.used:type_name -> fak.fsm.v1.Budget
+	24, // 54: fak.fsm.v1.RecordUsage.usage:type_name -> fak.fsm.v1.Budget
+	50, // 55: fak.fsm.v1.RunnerAppend.events:type_name -> fak.fsm.v1.EventInput
+	24, // 56: fak.fsm.v1.RunnerAppend.usage:type_name -> fak.fsm.v1.Budget
+	48, // 57: fak.fsm.v1.RunnerAppend.binding:type_name -> fak.fsm.v1.ProviderBinding
+	50, // 58: fak.fsm.v1.AppendEvents.events:type_name -> fak.fsm.v1.EventInput
+	53, // 59: fak.fsm.v1.Result.error:type_name -> fak.fsm.v1.Error
+	55, // 60: fak.fsm.v1.Result.session:type_name -> fak.fsm.v1.Session
+	54, // 61: fak.fsm.v1.Result.append:type_name -> fak.fsm.v1.AppendResult
+	58, // 62: fak.fsm.v1.Result.attachment:type_name -> fak.fsm.v1.Attachment
+	26, // 63: fak.fsm.v1.Result.envelope:type_name -> fak.fsm.v1.Envelope
+	61, // 64: fak.fsm.v1.Result.boundary:type_name -> fak.fsm.v1.Boundary
+	7,  // 65: fak.fsm.v1.Result.node:type_name -> fak.fsm.v1.NodeRecord
+	6,  // 66: fak.fsm.v1.Result.acl_token:type_name -> fak.fsm.v1.AclToken
+	63, // 67: fak.fsm.v1.Result.purge:type_name -> fak.fsm.v1.Purge
+	0,  // 68: fak.fsm.v1.Session.state:type_name -> fak.fsm.v1.SessionState
+	37, // 69: fak.fsm.v1.Session.placement:type_name -> fak.fsm.v1.Placement
+	56, // 70: fak.fsm.v1.Session.lease:type_name -> fak.fsm.v1.Lease
+	57, // 71: fak.fsm.v1.Session.approval:type_name -> fak.fsm.v1.Approval
+	21, // 72: fak.fsm.v1.Session.move:type_name -> fak.fsm.v1.Move
+	3,  // 73: fak.fsm.v1.Session.workspace_copy:type_name -> fak.fsm.v1.WorkspaceCopy
+	59, // 74: fak.fsm.v1.EventChunk.events:type_name -> fak.fsm.v1.Event
+	55, // 75: fak.fsm.v1.Boundary.session:type_name -> fak.fsm.v1.Session
+	64, // 76: fak.fsm.v1.Purge.entries:type_name -> fak.fsm.v1.AuditEntry
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_fak_fsm_v1_fsm_proto_init() }
@@ -6418,6 +6738,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Command_RevokeAclToken)(nil),
 		(*Command_InterruptTurn)(nil),
 		(*Command_RecordWorkspaceCopy)(nil),
+		(*Command_PurgeSessions)(nil),
 	}
 	file_fak_fsm_v1_fsm_proto_msgTypes[48].OneofWrappers = []any{}
 	file_fak_fsm_v1_fsm_proto_msgTypes[51].OneofWrappers = []any{
@@ -6428,6 +6749,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 		(*Result_Boundary)(nil),
 		(*Result_Node)(nil),
 		(*Result_AclToken)(nil),
+		(*Result_Purge)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6435,7 +6757,7 @@ func file_fak_fsm_v1_fsm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_fsm_v1_fsm_proto_rawDesc), len(file_fak_fsm_v1_fsm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   61,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
