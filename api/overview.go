@@ -58,6 +58,8 @@ func (h *clusterHandler) Overview(ctx context.Context, req *connect.Request[fakv
 		SessionsActive:  uint32(fleet.Active),
 		SessionsStopped: uint32(fleet.Stopped),
 		MovesOpen:       uint32(fleet.MovesOpen),
+		SessionsPurged:  fleet.Purged,
+		StateBytes:      fleet.StateBytes,
 	}
 	for _, fs := range fleet.Sessions {
 		resp.Sessions = append(resp.Sessions, overviewSession(fs, now.UnixNano()))

@@ -102,6 +102,10 @@ price "gemini-2.5-pro*" {
 # Recover a dead node's sessions elsewhere after this long (a duration).
 recover_after = "2m"
 
+# Purge sessions stopped longer than this (days or a duration); each purge is
+# in the audit log (fakctl audit log). Unset or "0": keep them for good.
+# retain_stopped = "30d"
+
 # SIGTERM (systemctl stop) stops the node without leaving the cluster, so a
 # restarted fleet keeps its Raft configuration. Set true on a node you are
 # retiring, or run `fakctl operator raft remove-peer` after it is gone.

@@ -31,6 +31,38 @@ const MaxPurgeBatch = 256
 // KindSessionPurged is the audit log's entry for a purged session.
 const KindSessionPurged = "session.purged"
 
+// StoppedAt is when s stopped: its stopped_unix_nano, or for a session
+// stopped before that was recorded, its last update (the stop, or later).
+func StoppedAt(s *fsmpb.Session) int64 {
+	if s.StoppedUnixNano != 0 {
+		return s.StoppedUnixNano
+	}
+	return s.UpdatedUnixNano
+}
+
+// PurgeDue lists up to limit sessions stopped before cutoff (sorted by
+// id): what a retention pass proposes.
+func (f *FSM) PurgeDue(cutoff int64, limit int) ([]string, error) {
+	var out []string
+	err := f.view(func(tx *bolt.Tx) error {
+		var s fsmpb.Session
+		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			if len(out) >= limit {
+				return nil
+			}
+			s.Reset()
+			if err := proto.Unmarshal(v, &s); err != nil {
+				return err
+			}
+			if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED && StoppedAt(&s) < cutoff {
+				out = append(out, string(k))
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
 func (a *applier) purgeSessions(c *fsmpb.Command, cmd *fsmpb.PurgeSessions) (*fsmpb.Result, *Error) {
 	switch {
 	case len(cmd.SessionIds) == 0 || len(cmd.SessionIds) > MaxPurgeBatch:
@@ -52,7 +84,7 @@ func (a *applier) purgeSessions(c *fsmpb.Command, cmd *fsmpb.PurgeSessions) (*fs
 			case s.State != fsmpb.SessionState_SESSION_STATE_STOPPED:
 				return nil, errorf(ReasonNotStopped, "session %s is not stopped: stop it first (fakctl session stop %s)", id, id)
 			}
-		} else if err != nil || s.State != fsmpb.SessionState_SESSION_STATE_STOPPED || s.StoppedUnixNano >= cmd.StoppedBeforeUnixNano {
+		} else if err != nil || s.State != fsmpb.SessionState_SESSION_STATE_STOPPED || StoppedAt(s) >= cmd.StoppedBeforeUnixNano {
 			out.Skipped = append(out.Skipped, id)
 			continue
 		}
@@ -65,7 +97,7 @@ func (a *applier) purgeSessions(c *fsmpb.Command, cmd *fsmpb.PurgeSessions) (*fs
 func (a *applier) purge(c *fsmpb.Command, s *fsmpb.Session, cmd *fsmpb.PurgeSessions) *fsmpb.AuditEntry {
 	e := &fsmpb.AuditEntry{
 		TimeUnixNano: c.TimeUnixNano, Kind: KindSessionPurged, SessionId: s.SessionId, Cause: cmd.Cause, By: cmd.By,
-		Title: s.Title, Events: s.HeadSeq, StoppedUnixNano: s.StoppedUnixNano,
+		Title: s.Title, Events: s.HeadSeq, StoppedUnixNano: StoppedAt(s),
 	}
 	prefix := append([]byte(s.SessionId), 0)
 	e.Bytes = deletePrefix(a.journal, prefix)

@@ -31,6 +31,10 @@ type Fleet struct {
 	Active    int
 	Stopped   int
 	MovesOpen int
+	// Purged: sessions purged since the fleet began (the audit log);
+	// StateBytes: the size of this replica's state.
+	Purged     uint64
+	StateBytes int64
 	// Sessions is the page, ordered by session id; More reports whether
 	// matching sessions follow it.
 	Sessions []FleetSession
@@ -43,7 +47,10 @@ type Fleet struct {
 func (f *FSM) Fleet(after string, limit int, includeStopped bool) (*Fleet, error) {
 	out := &Fleet{Hosted: map[string]int{}}
 	err := f.view(func(tx *bolt.Tx) error {
-		out.AppliedIndex = readU64(tx.Bucket(bucketMeta).Get(keyAppliedIndex))
+		meta := tx.Bucket(bucketMeta)
+		out.AppliedIndex = readU64(meta.Get(keyAppliedIndex))
+		out.Purged = metaCounter(meta, purgedKey(PurgeCauseOperator)) + metaCounter(meta, purgedKey(PurgeCauseRetention))
+		out.StateBytes = tx.Size()
 		err := tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
 			n := &fsmpb.NodeRecord{}
 			if err := proto.Unmarshal(v, n); err != nil {

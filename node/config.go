@@ -87,6 +87,9 @@ type Config struct {
 	// RecoverAfter: a node dead in gossip this long has its sessions
 	// recovered onto admitted nodes (0: DefaultRecoverAfter).
 	RecoverAfter time.Duration
+	// RetainStopped: the leader purges sessions stopped longer than this
+	// (retention.go); 0 keeps them for good.
+	RetainStopped time.Duration
 
 	DeadServerGrace   time.Duration
 	SnapshotThreshold uint64
@@ -123,6 +126,9 @@ func (c *Config) Validate() error {
 	}
 	if _, ok := api.OperatorSecret(c.Tokens); len(c.Tokens) > 0 && !ok {
 		return errors.New("the token file holds no operator token, and the node's own runner writes with one: add a line `operator <token>` (or a bare `<token>`)")
+	}
+	if c.RetainStopped < 0 {
+		return errors.New("--retain-stopped must not be negative (0 keeps stopped sessions for good)")
 	}
 	if c.RecoverAfter < 0 {
 		return errors.New("--recover-after must be >= 0")

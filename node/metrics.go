@@ -256,6 +256,9 @@ var (
 	descAttachments = prometheus.NewDesc("fak_attachments", "Client attachments registered on sessions.", nil, nil)
 	descMovesOpen   = prometheus.NewDesc("fak_moves_open", "Sessions with a move in progress.", nil, nil)
 	descStranded    = prometheus.NewDesc("fak_sessions_stranded", "Sessions stranded on a dead node (recover=manual), waiting for an operator.", nil, nil)
+	descPurged      = prometheus.NewDesc("fak_sessions_purged_total", "Sessions purged from the fleet's state since it began, by cause (operator, retention); each is in the audit log.", []string{"cause"}, nil)
+	descPurgedBytes = prometheus.NewDesc("fak_sessions_purged_journal_bytes_total", "Journal bytes the purged sessions held.", nil, nil)
+	descStateBytes  = prometheus.NewDesc("fak_fsm_state_bytes", "Size of this node's replica of the fleet's state (the FSM database).", nil, nil)
 	descWarmup      = prometheus.NewDesc("fak_move_warmup_seconds",
 		"The warm-up of each session's last move: its first turn after cutover, turn.started to turn.completed (leader-stamped), by what the move kept of the provider cache (warm, cold, none).", []string{"cache"}, nil)
 	descCopyTime = prometheus.NewDesc("fak_workspace_copy_seconds",
@@ -281,7 +284,7 @@ func constHistogram(desc *prometheus.Desc, ds []time.Duration, labels ...string)
 }
 
 func (c fsmCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descLeases, descAttachments, descMovesOpen, descStranded, descWarmup, descCopyTime, descCopyBytes} {
+	for _, d := range []*prometheus.Desc{descSessions, descLeases, descAttachments, descMovesOpen, descStranded, descWarmup, descCopyTime, descCopyBytes, descPurged, descPurgedBytes, descStateBytes} {
 		ch <- d
 	}
 }
@@ -305,6 +308,11 @@ func (c fsmCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- constHistogram(descCopyTime, counts.CopyTimes)
 	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(counts.CopyBytesSent), "sent")
 	ch <- prometheus.MustNewConstMetric(descCopyBytes, prometheus.GaugeValue, float64(counts.CopyBytesPresent), "present")
+	for _, cause := range []string{fsm.PurgeCauseOperator, fsm.PurgeCauseRetention} {
+		ch <- prometheus.MustNewConstMetric(descPurged, prometheus.CounterValue, float64(counts.Purged[cause]), cause)
+	}
+	ch <- prometheus.MustNewConstMetric(descPurgedBytes, prometheus.CounterValue, float64(counts.PurgedBytes))
+	ch <- prometheus.MustNewConstMetric(descStateBytes, prometheus.GaugeValue, float64(counts.StateBytes))
 }
 
 // sessionStateLabel: SESSION_STATE_ACTIVE → active.

@@ -189,6 +189,10 @@ func Start(cfg Config) (*Node, error) {
 	bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.reapLoop(bgCtx) }()
+	if cfg.RetainStopped > 0 {
+		n.bg.Add(1)
+		go func() { defer n.bg.Done(); n.retentionLoop(bgCtx) }()
+	}
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); mv.run(bgCtx) }()
 	n.bg.Add(1)

@@ -69,6 +69,37 @@ func (u uint32Value) Set(v string) error {
 	return nil
 }
 
+// retentionValue is a duration flag that also takes whole days ("30d"),
+// the unit retention is thought of in.
+type retentionValue struct{ p *time.Duration }
+
+func (r retentionValue) String() string {
+	if r.p == nil || *r.p == 0 {
+		return "0"
+	}
+	if *r.p%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(*r.p/(24*time.Hour)), 10) + "d"
+	}
+	return r.p.String()
+}
+
+func (r retentionValue) Set(v string) error {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseUint(days, 10, 16)
+		if err != nil {
+			return fmt.Errorf(`want whole days such as "30d", or a duration such as "720h"`)
+		}
+		*r.p = time.Duration(n) * 24 * time.Hour
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return fmt.Errorf(`want whole days such as "30d", or a duration such as "720h"`)
+	}
+	*r.p = d
+	return nil
+}
+
 func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("fak agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -113,6 +144,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&providers, "provider", "provider this node can run (repeatable)")
 	fs.Var(&models, "model", "model this node can run (repeatable)")
 	fs.DurationVar(&cfg.RecoverAfter, "recover-after", node.DefaultRecoverAfter, "recover a node's sessions on other nodes after it has been dead in gossip this long")
+	fs.Var(retentionValue{&cfg.RetainStopped}, "retain-stopped", "purge sessions stopped longer than this, in days (\"30d\") or a duration (\"720h\"); each purge is in the audit log (0: keep them)")
 	fs.Var(&gossipKeys, "gossip-key", "base64 gossip encryption key (16/24/32 bytes; `fak keygen`); repeatable: the first encrypts, all decrypt (rotation)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "node certificate (PEM) for mutual TLS on Raft and the API; needs --tls-key and --tls-ca (`fak tls init`)")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node private key (PEM) for --tls-cert")

@@ -240,3 +240,26 @@ func TestDeployConfigParses(t *testing.T) {
 		t.Errorf("a bad file was not reported:\n%s", out)
 	}
 }
+
+// retain_stopped takes whole days or a duration, in the file or on the
+// command line; anything else names what to write.
+func TestRetainStoppedTakesDays(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "720h": 720 * time.Hour, "0": 0, "90m": 90 * time.Minute} {
+		var d time.Duration
+		if err := (retentionValue{&d}).Set(in); err != nil || d != want {
+			t.Errorf("%q: %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"30", "-1h", "1.5d", "d", "thirty days"} {
+		var d time.Duration
+		if err := (retentionValue{&d}).Set(bad); err == nil || !strings.Contains(err.Error(), `"30d"`) {
+			t.Errorf("%q: accepted as %v (%v)", bad, d, err)
+		}
+	}
+	var d time.Duration
+	fs := flag.NewFlagSet("fak agent", flag.ContinueOnError)
+	fs.Var(retentionValue{&d}, "retain-stopped", "")
+	if _, err := applyConfigFile(fs, writeConfig(t, "fak.hcl", "retain_stopped = \"30d\"\n")); err != nil || d != 30*24*time.Hour {
+		t.Fatalf("retain_stopped = \"30d\" in a file: %v, %v", d, err)
+	}
+}

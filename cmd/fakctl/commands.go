@@ -144,6 +144,16 @@ var commands = []*command{
 		setup:    sessionStopCommand,
 	},
 	{
+		noun: "session", verb: "purge",
+		args:     []string{"ID"},
+		synopsis: "Remove a stopped session's journal from the fleet",
+		help: "Removes a stopped session — its record, journal, attachments and lineage edges — from the replicated " +
+			"state, and journals the removal in the fleet's audit log (fakctl audit log). A session that is not " +
+			"stopped is refused (NOT_STOPPED). Export it first if it is worth keeping (fakctl session export). " +
+			"Sessions stopped longer than the agents' retain_stopped are purged by the leader without asking.",
+		setup: sessionPurgeCommand,
+	},
+	{
 		noun: "session", verb: "fresh",
 		args:     []string{"ID"},
 		flags:    "[--request-id R]",
@@ -354,6 +364,14 @@ var commands = []*command{
 			"itself, or relays to --node; --all checks every server of the Raft configuration. Exits 1 when a rebuild " +
 			"differs or a node could not be checked. Needs the operator role.",
 		setup: operatorVerifyReplayCommand,
+	},
+	{
+		noun: "audit", verb: "log",
+		flags:    "[--from SEQ]",
+		synopsis: "Show the fleet's audit log (purged sessions)",
+		help: "Shows the fleet's audit log, oldest first: every session purged, by an operator (fakctl session purge) " +
+			"or by retention (retain_stopped), with what it held and when it had stopped. The log itself is never purged.",
+		setup: auditLogCommand,
 	},
 	{
 		noun: "acl", verb: "token create",

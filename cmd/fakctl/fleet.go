@@ -168,9 +168,9 @@ func fleetSummary(ov *fakv1.OverviewResponse, o *fleetOptions) string {
 	if o.stale {
 		read = "stale"
 	}
-	return fmt.Sprintf("Leader %s; %d nodes (%d alive); sessions: %d active, %d stopped; moves open: %d; applied index %d (%s read)",
-		leader, len(ov.GetNodes()), alive, ov.GetSessionsActive(), ov.GetSessionsStopped(), ov.GetMovesOpen(),
-		ov.GetAppliedIndex(), read)
+	return fmt.Sprintf("Leader %s; %d nodes (%d alive); sessions: %d active, %d stopped, %d purged; moves open: %d; applied index %d (%s read); state %s",
+		leader, len(ov.GetNodes()), alive, ov.GetSessionsActive(), ov.GetSessionsStopped(), ov.GetSessionsPurged(), ov.GetMovesOpen(),
+		ov.GetAppliedIndex(), read, journal.FormatBytes(uint64(max(ov.GetStateBytes(), 0))))
 }
 
 // fleetNodeTable lays out the nodes; an ERROR column appears when some node

@@ -42,7 +42,7 @@ func TestFleetAgainstARealFleet(t *testing.T) {
 		t.Fatalf("fleet: code %d stderr %q", code, errOut)
 	}
 	for _, want := range []string{
-		"Leader " + leader + "; 3 nodes (3 alive); sessions: 2 active, 1 stopped; moves open: 0",
+		"Leader " + leader + "; 3 nodes (3 alive); sessions: 2 active, 1 stopped, 0 purged; moves open: 0",
 		"NODES\nNAME ", "ROLE", "LAG", "SESSIONS\nID ", "BUDGET",
 		ids[0], ids[1], "alpha", "beta", "turns 5",
 	} {

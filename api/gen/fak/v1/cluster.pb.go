@@ -21,6 +21,113 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AuditLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First seq to return (0 or 1: from the start).
+	FromSeq uint64 `protobuf:"varint,1,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	// At most this many (0: 1000).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditLogRequest) Reset() {
+	*x = AuditLogRequest{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditLogRequest) ProtoMessage() {}
+
+func (x *AuditLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditLogRequest.ProtoReflect.Descriptor instead.
+func (*AuditLogRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AuditLogRequest) GetFromSeq() uint64 {
+	if x != nil {
+		return x.FromSeq
+	}
+	return 0
+}
+
+func (x *AuditLogRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type AuditLogResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*AuditEntry          `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The seq to ask from next (0: nothing more now).
+	NextSeq       uint64 `protobuf:"varint,2,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditLogResponse) Reset() {
+	*x = AuditLogResponse{}
+	mi := &file_fak_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditLogResponse) ProtoMessage() {}
+
+func (x *AuditLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditLogResponse.ProtoReflect.Descriptor instead.
+func (*AuditLogResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AuditLogResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *AuditLogResponse) GetNextSeq() uint64 {
+	if x != nil {
+		return x.NextSeq
+	}
+	return 0
+}
+
 type Member struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -36,7 +143,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[0]
+	mi := &file_fak_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +155,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[0]
+	mi := &file_fak_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +168,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Member) GetName() string {
@@ -114,7 +221,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[1]
+	mi := &file_fak_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +233,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[1]
+	mi := &file_fak_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +246,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 type MembersResponse struct {
@@ -151,7 +258,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[2]
+	mi := &file_fak_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -163,7 +270,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[2]
+	mi := &file_fak_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -176,7 +283,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -198,7 +305,7 @@ type RaftPeer struct {
 
 func (x *RaftPeer) Reset() {
 	*x = RaftPeer{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[3]
+	mi := &file_fak_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +317,7 @@ func (x *RaftPeer) String() string {
 func (*RaftPeer) ProtoMessage() {}
 
 func (x *RaftPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[3]
+	mi := &file_fak_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +330,7 @@ func (x *RaftPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeer.ProtoReflect.Descriptor instead.
 func (*RaftPeer) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RaftPeer) GetId() string {
@@ -262,7 +369,7 @@ type RaftPeersRequest struct {
 
 func (x *RaftPeersRequest) Reset() {
 	*x = RaftPeersRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[4]
+	mi := &file_fak_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +381,7 @@ func (x *RaftPeersRequest) String() string {
 func (*RaftPeersRequest) ProtoMessage() {}
 
 func (x *RaftPeersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[4]
+	mi := &file_fak_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +394,7 @@ func (x *RaftPeersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeersRequest.ProtoReflect.Descriptor instead.
 func (*RaftPeersRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 type RaftPeersResponse struct {
@@ -299,7 +406,7 @@ type RaftPeersResponse struct {
 
 func (x *RaftPeersResponse) Reset() {
 	*x = RaftPeersResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[5]
+	mi := &file_fak_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +418,7 @@ func (x *RaftPeersResponse) String() string {
 func (*RaftPeersResponse) ProtoMessage() {}
 
 func (x *RaftPeersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[5]
+	mi := &file_fak_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +431,7 @@ func (x *RaftPeersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeersResponse.ProtoReflect.Descriptor instead.
 func (*RaftPeersResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RaftPeersResponse) GetPeers() []*RaftPeer {
@@ -354,7 +461,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[6]
+	mi := &file_fak_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +473,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[6]
+	mi := &file_fak_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +486,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NodeStatus) GetName() string {
@@ -461,7 +568,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[7]
+	mi := &file_fak_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +580,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[7]
+	mi := &file_fak_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +593,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusRequest) GetAll() bool {
@@ -505,7 +612,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[8]
+	mi := &file_fak_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +624,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[8]
+	mi := &file_fak_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +637,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeStatus {
@@ -548,7 +655,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[9]
+	mi := &file_fak_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +667,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[9]
+	mi := &file_fak_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +680,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 type LeaveResponse struct {
@@ -584,7 +691,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[10]
+	mi := &file_fak_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +703,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[10]
+	mi := &file_fak_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +716,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 type ReadIndexRequest struct {
@@ -625,7 +732,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[11]
+	mi := &file_fak_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +744,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[11]
+	mi := &file_fak_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +757,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadIndexRequest) GetAppliedIndex() uint64 {
@@ -669,7 +776,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[12]
+	mi := &file_fak_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +788,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[12]
+	mi := &file_fak_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +801,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -720,7 +827,7 @@ type OverviewRequest struct {
 
 func (x *OverviewRequest) Reset() {
 	*x = OverviewRequest{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[13]
+	mi := &file_fak_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +839,7 @@ func (x *OverviewRequest) String() string {
 func (*OverviewRequest) ProtoMessage() {}
 
 func (x *OverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[13]
+	mi := &file_fak_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +852,7 @@ func (x *OverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverviewRequest.ProtoReflect.Descriptor instead.
 func (*OverviewRequest) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OverviewRequest) GetConsistency() ReadConsistency {
@@ -805,7 +912,7 @@ type OverviewNode struct {
 
 func (x *OverviewNode) Reset() {
 	*x = OverviewNode{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[14]
+	mi := &file_fak_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +924,7 @@ func (x *OverviewNode) String() string {
 func (*OverviewNode) ProtoMessage() {}
 
 func (x *OverviewNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[14]
+	mi := &file_fak_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +937,7 @@ func (x *OverviewNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverviewNode.ProtoReflect.Descriptor instead.
 func (*OverviewNode) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OverviewNode) GetName() string {
@@ -949,7 +1056,7 @@ type OverviewSession struct {
 
 func (x *OverviewSession) Reset() {
 	*x = OverviewSession{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[15]
+	mi := &file_fak_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1068,7 @@ func (x *OverviewSession) String() string {
 func (*OverviewSession) ProtoMessage() {}
 
 func (x *OverviewSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[15]
+	mi := &file_fak_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1081,7 @@ func (x *OverviewSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverviewSession.ProtoReflect.Descriptor instead.
 func (*OverviewSession) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OverviewSession) GetSessionId() string {
@@ -1076,13 +1183,17 @@ type OverviewResponse struct {
 	MovesOpen       uint32 `protobuf:"varint,8,opt,name=moves_open,json=movesOpen,proto3" json:"moves_open,omitempty"`
 	// Serving node's wall time (unix nanoseconds) when it answered.
 	GeneratedUnixNano int64 `protobuf:"varint,9,opt,name=generated_unix_nano,json=generatedUnixNano,proto3" json:"generated_unix_nano,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Sessions purged since the fleet began (fakctl audit log), and the size
+	// of the serving node's replica of the fleet's state.
+	SessionsPurged uint64 `protobuf:"varint,10,opt,name=sessions_purged,json=sessionsPurged,proto3" json:"sessions_purged,omitempty"`
+	StateBytes     int64  `protobuf:"varint,11,opt,name=state_bytes,json=stateBytes,proto3" json:"state_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *OverviewResponse) Reset() {
 	*x = OverviewResponse{}
-	mi := &file_fak_v1_cluster_proto_msgTypes[16]
+	mi := &file_fak_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1205,7 @@ func (x *OverviewResponse) String() string {
 func (*OverviewResponse) ProtoMessage() {}
 
 func (x *OverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_cluster_proto_msgTypes[16]
+	mi := &file_fak_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1218,7 @@ func (x *OverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverviewResponse.ProtoReflect.Descriptor instead.
 func (*OverviewResponse) Descriptor() ([]byte, []int) {
-	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_fak_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OverviewResponse) GetNodes() []*OverviewNode {
@@ -1173,11 +1284,31 @@ func (x *OverviewResponse) GetGeneratedUnixNano() int64 {
 	return 0
 }
 
+func (x *OverviewResponse) GetSessionsPurged() uint64 {
+	if x != nil {
+		return x.SessionsPurged
+	}
+	return 0
+}
+
+func (x *OverviewResponse) GetStateBytes() int64 {
+	if x != nil {
+		return x.StateBytes
+	}
+	return 0
+}
+
 var File_fak_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/cluster.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto\"\xa3\x01\n" +
+	"\x14fak/v1/cluster.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto\"B\n" +
+	"\x0fAuditLogRequest\x12\x19\n" +
+	"\bfrom_seq\x18\x01 \x01(\x04R\afromSeq\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"[\n" +
+	"\x10AuditLogResponse\x12,\n" +
+	"\aentries\x18\x01 \x03(\v2\x12.fak.v1.AuditEntryR\aentries\x12\x19\n" +
+	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\"\xa3\x01\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vgossip_addr\x18\x02 \x01(\tR\n" +
@@ -1257,7 +1388,7 @@ const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\x10budget_remaining\x18\n" +
 	" \x01(\v2\x0e.fak.v1.BudgetR\x0fbudgetRemaining\x12)\n" +
 	"\x10attachment_count\x18\v \x01(\rR\x0fattachmentCount\x12\x1a\n" +
-	"\bstranded\x18\f \x01(\bR\bstranded\"\xfb\x02\n" +
+	"\bstranded\x18\f \x01(\bR\bstranded\"\xc5\x03\n" +
 	"\x10OverviewResponse\x12*\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x14.fak.v1.OverviewNodeR\x05nodes\x123\n" +
 	"\bsessions\x18\x02 \x03(\v2\x17.fak.v1.OverviewSessionR\bsessions\x12&\n" +
@@ -1268,14 +1399,19 @@ const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\x10sessions_stopped\x18\a \x01(\rR\x0fsessionsStopped\x12\x1d\n" +
 	"\n" +
 	"moves_open\x18\b \x01(\rR\tmovesOpen\x12.\n" +
-	"\x13generated_unix_nano\x18\t \x01(\x03R\x11generatedUnixNano2\x92\x03\n" +
+	"\x13generated_unix_nano\x18\t \x01(\x03R\x11generatedUnixNano\x12'\n" +
+	"\x0fsessions_purged\x18\n" +
+	" \x01(\x04R\x0esessionsPurged\x12\x1f\n" +
+	"\vstate_bytes\x18\v \x01(\x03R\n" +
+	"stateBytes2\xd6\x03\n" +
 	"\x0eClusterService\x12?\n" +
 	"\aMembers\x12\x16.fak.v1.MembersRequest\x1a\x17.fak.v1.MembersResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\tRaftPeers\x12\x18.fak.v1.RaftPeersRequest\x1a\x19.fak.v1.RaftPeersResponse\"\x03\x90\x02\x01\x12<\n" +
 	"\x06Status\x12\x15.fak.v1.StatusRequest\x1a\x16.fak.v1.StatusResponse\"\x03\x90\x02\x01\x124\n" +
 	"\x05Leave\x12\x14.fak.v1.LeaveRequest\x1a\x15.fak.v1.LeaveResponse\x12@\n" +
 	"\tReadIndex\x12\x18.fak.v1.ReadIndexRequest\x1a\x19.fak.v1.ReadIndexResponse\x12B\n" +
-	"\bOverview\x12\x17.fak.v1.OverviewRequest\x1a\x18.fak.v1.OverviewResponse\"\x03\x90\x02\x01B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
+	"\bOverview\x12\x17.fak.v1.OverviewRequest\x1a\x18.fak.v1.OverviewResponse\"\x03\x90\x02\x01\x12B\n" +
+	"\bAuditLog\x12\x17.fak.v1.AuditLogRequest\x1a\x18.fak.v1.AuditLogResponse\"\x03\x90\x02\x01B-Z+github.com/fak-dev/fak/api/gen/fak/v1;fakv1b\x06proto3"
 
 var (
 	file_fak_v1_cluster_proto_rawDescOnce sync.Once
@@ -1289,59 +1425,65 @@ func file_fak_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_fak_v1_cluster_proto_rawDescData
 }
 
-var file_fak_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_fak_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_fak_v1_cluster_proto_goTypes = []any{
-	(*Member)(nil),            // 0: fak.v1.Member
-	(*MembersRequest)(nil),    // 1: fak.v1.MembersRequest
-	(*MembersResponse)(nil),   // 2: fak.v1.MembersResponse
-	(*RaftPeer)(nil),          // 3: fak.v1.RaftPeer
-	(*RaftPeersRequest)(nil),  // 4: fak.v1.RaftPeersRequest
-	(*RaftPeersResponse)(nil), // 5: fak.v1.RaftPeersResponse
-	(*NodeStatus)(nil),        // 6: fak.v1.NodeStatus
-	(*StatusRequest)(nil),     // 7: fak.v1.StatusRequest
-	(*StatusResponse)(nil),    // 8: fak.v1.StatusResponse
-	(*LeaveRequest)(nil),      // 9: fak.v1.LeaveRequest
-	(*LeaveResponse)(nil),     // 10: fak.v1.LeaveResponse
-	(*ReadIndexRequest)(nil),  // 11: fak.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil), // 12: fak.v1.ReadIndexResponse
-	(*OverviewRequest)(nil),   // 13: fak.v1.OverviewRequest
-	(*OverviewNode)(nil),      // 14: fak.v1.OverviewNode
-	(*OverviewSession)(nil),   // 15: fak.v1.OverviewSession
-	(*OverviewResponse)(nil),  // 16: fak.v1.OverviewResponse
-	(ReadConsistency)(0),      // 17: fak.v1.ReadConsistency
-	(*Label)(nil),             // 18: fak.v1.Label
-	(SessionState)(0),         // 19: fak.v1.SessionState
-	(*Move)(nil),              // 20: fak.v1.Move
-	(*Budget)(nil),            // 21: fak.v1.Budget
+	(*AuditLogRequest)(nil),   // 0: fak.v1.AuditLogRequest
+	(*AuditLogResponse)(nil),  // 1: fak.v1.AuditLogResponse
+	(*Member)(nil),            // 2: fak.v1.Member
+	(*MembersRequest)(nil),    // 3: fak.v1.MembersRequest
+	(*MembersResponse)(nil),   // 4: fak.v1.MembersResponse
+	(*RaftPeer)(nil),          // 5: fak.v1.RaftPeer
+	(*RaftPeersRequest)(nil),  // 6: fak.v1.RaftPeersRequest
+	(*RaftPeersResponse)(nil), // 7: fak.v1.RaftPeersResponse
+	(*NodeStatus)(nil),        // 8: fak.v1.NodeStatus
+	(*StatusRequest)(nil),     // 9: fak.v1.StatusRequest
+	(*StatusResponse)(nil),    // 10: fak.v1.StatusResponse
+	(*LeaveRequest)(nil),      // 11: fak.v1.LeaveRequest
+	(*LeaveResponse)(nil),     // 12: fak.v1.LeaveResponse
+	(*ReadIndexRequest)(nil),  // 13: fak.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil), // 14: fak.v1.ReadIndexResponse
+	(*OverviewRequest)(nil),   // 15: fak.v1.OverviewRequest
+	(*OverviewNode)(nil),      // 16: fak.v1.OverviewNode
+	(*OverviewSession)(nil),   // 17: fak.v1.OverviewSession
+	(*OverviewResponse)(nil),  // 18: fak.v1.OverviewResponse
+	(*AuditEntry)(nil),        // 19: fak.v1.AuditEntry
+	(ReadConsistency)(0),      // 20: fak.v1.ReadConsistency
+	(*Label)(nil),             // 21: fak.v1.Label
+	(SessionState)(0),         // 22: fak.v1.SessionState
+	(*Move)(nil),              // 23: fak.v1.Move
+	(*Budget)(nil),            // 24: fak.v1.Budget
 }
 var file_fak_v1_cluster_proto_depIdxs = []int32{
-	0,  // 0: fak.v1.MembersResponse.members:type_name -> fak.v1.Member
-	3,  // 1: fak.v1.RaftPeersResponse.peers:type_name -> fak.v1.RaftPeer
-	6,  // 2: fak.v1.StatusResponse.nodes:type_name -> fak.v1.NodeStatus
-	17, // 3: fak.v1.OverviewRequest.consistency:type_name -> fak.v1.ReadConsistency
-	18, // 4: fak.v1.OverviewNode.labels:type_name -> fak.v1.Label
-	19, // 5: fak.v1.OverviewSession.state:type_name -> fak.v1.SessionState
-	20, // 6: fak.v1.OverviewSession.open_move:type_name -> fak.v1.Move
-	21, // 7: fak.v1.OverviewSession.budget_remaining:type_name -> fak.v1.Budget
-	14, // 8: fak.v1.OverviewResponse.nodes:type_name -> fak.v1.OverviewNode
-	15, // 9: fak.v1.OverviewResponse.sessions:type_name -> fak.v1.OverviewSession
-	1,  // 10: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
-	4,  // 11: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
-	7,  // 12: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
-	9,  // 13: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
-	11, // 14: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
-	13, // 15: fak.v1.ClusterService.Overview:input_type -> fak.v1.OverviewRequest
-	2,  // 16: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
-	5,  // 17: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
-	8,  // 18: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
-	10, // 19: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
-	12, // 20: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
-	16, // 21: fak.v1.ClusterService.Overview:output_type -> fak.v1.OverviewResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 0: fak.v1.AuditLogResponse.entries:type_name -> fak.v1.AuditEntry
+	2,  // 1: fak.v1.MembersResponse.members:type_name -> fak.v1.Member
+	5,  // 2: fak.v1.RaftPeersResponse.peers:type_name -> fak.v1.RaftPeer
+	8,  // 3: fak.v1.StatusResponse.nodes:type_name -> fak.v1.NodeStatus
+	20, // 4: fak.v1.OverviewRequest.consistency:type_name -> fak.v1.ReadConsistency
+	21, // 5: fak.v1.OverviewNode.labels:type_name -> fak.v1.Label
+	22, // 6: fak.v1.OverviewSession.state:type_name -> fak.v1.SessionState
+	23, // 7: fak.v1.OverviewSession.open_move:type_name -> fak.v1.Move
+	24, // 8: fak.v1.OverviewSession.budget_remaining:type_name -> fak.v1.Budget
+	16, // 9: fak.v1.OverviewResponse.nodes:type_name -> fak.v1.OverviewNode
+	17, // 10: fak.v1.OverviewResponse.sessions:type_name -> fak.v1.OverviewSession
+	3,  // 11: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
+	6,  // 12: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
+	9,  // 13: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
+	11, // 14: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
+	13, // 15: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
+	15, // 16: fak.v1.ClusterService.Overview:input_type -> fak.v1.OverviewRequest
+	0,  // 17: fak.v1.ClusterService.AuditLog:input_type -> fak.v1.AuditLogRequest
+	4,  // 18: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
+	7,  // 19: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
+	10, // 20: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
+	12, // 21: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
+	14, // 22: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
+	18, // 23: fak.v1.ClusterService.Overview:output_type -> fak.v1.OverviewResponse
+	1,  // 24: fak.v1.ClusterService.AuditLog:output_type -> fak.v1.AuditLogResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_cluster_proto_init() }
@@ -1358,7 +1500,7 @@ func file_fak_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_cluster_proto_rawDesc), len(file_fak_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

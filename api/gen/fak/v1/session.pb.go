@@ -1412,6 +1412,224 @@ func (x *StopSessionResponse) GetSession() *Session {
 	return nil
 }
 
+type PurgeSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeSessionRequest) Reset() {
+	*x = PurgeSessionRequest{}
+	mi := &file_fak_v1_session_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeSessionRequest) ProtoMessage() {}
+
+func (x *PurgeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_session_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeSessionRequest.ProtoReflect.Descriptor instead.
+func (*PurgeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_fak_v1_session_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PurgeSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *PurgeSessionRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PurgeSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *AuditEntry            `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeSessionResponse) Reset() {
+	*x = PurgeSessionResponse{}
+	mi := &file_fak_v1_session_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeSessionResponse) ProtoMessage() {}
+
+func (x *PurgeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_session_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeSessionResponse.ProtoReflect.Descriptor instead.
+func (*PurgeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_fak_v1_session_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PurgeSessionResponse) GetEntry() *AuditEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+// AuditEntry is one entry of the fleet's audit log: a change to the
+// fleet's record itself (today: a session purged), kept for good.
+type AuditEntry struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Seq          uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	TimeUnixNano int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// session.purged
+	Kind      string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// operator (fakctl session purge) or retention (retain_stopped)
+	Cause string `protobuf:"bytes,5,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Who: the caller's role for an operator, the leader node for retention.
+	By string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	// What the purged session held.
+	Title           string `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	Events          uint64 `protobuf:"varint,8,opt,name=events,proto3" json:"events,omitempty"`
+	Bytes           uint64 `protobuf:"varint,9,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	StoppedUnixNano int64  `protobuf:"varint,10,opt,name=stopped_unix_nano,json=stoppedUnixNano,proto3" json:"stopped_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_fak_v1_session_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fak_v1_session_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_fak_v1_session_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AuditEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetEvents() uint64 {
+	if x != nil {
+		return x.Events
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetStoppedUnixNano() int64 {
+	if x != nil {
+		return x.StoppedUnixNano
+	}
+	return 0
+}
+
 // ErrorInfo is attached as a detail to every error fak returns, so clients
 // can branch on a machine-readable reason instead of parsing messages.
 type ErrorInfo struct {
@@ -1429,7 +1647,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_fak_v1_session_proto_msgTypes[17]
+	mi := &file_fak_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1659,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fak_v1_session_proto_msgTypes[17]
+	mi := &file_fak_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1672,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_fak_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_fak_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorInfo) GetReason() string {
@@ -1598,7 +1816,28 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"@\n" +
 	"\x13StopSessionResponse\x12)\n" +
-	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"_\n" +
+	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\"S\n" +
+	"\x13PurgeSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"@\n" +
+	"\x14PurgeSessionResponse\x12(\n" +
+	"\x05entry\x18\x01 \x01(\v2\x12.fak.v1.AuditEntryR\x05entry\"\x8d\x02\n" +
+	"\n" +
+	"AuditEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05cause\x18\x05 \x01(\tR\x05cause\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\x12\x14\n" +
+	"\x05title\x18\a \x01(\tR\x05title\x12\x16\n" +
+	"\x06events\x18\b \x01(\x04R\x06events\x12\x14\n" +
+	"\x05bytes\x18\t \x01(\x04R\x05bytes\x12*\n" +
+	"\x11stopped_unix_nano\x18\n" +
+	" \x01(\x03R\x0fstoppedUnixNano\"_\n" +
 	"\tErrorInfo\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x19\n" +
 	"\bhead_seq\x18\x02 \x01(\x04R\aheadSeq\x12\x1f\n" +
@@ -1626,7 +1865,7 @@ func file_fak_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_fak_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fak_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fak_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fak_v1_session_proto_goTypes = []any{
 	(ReadConsistency)(0),            // 0: fak.v1.ReadConsistency
 	(SessionState)(0),               // 1: fak.v1.SessionState
@@ -1647,44 +1886,48 @@ var file_fak_v1_session_proto_goTypes = []any{
 	(*WatchEventsResponse)(nil),     // 16: fak.v1.WatchEventsResponse
 	(*StopSessionRequest)(nil),      // 17: fak.v1.StopSessionRequest
 	(*StopSessionResponse)(nil),     // 18: fak.v1.StopSessionResponse
-	(*ErrorInfo)(nil),               // 19: fak.v1.ErrorInfo
-	(*Placement)(nil),               // 20: fak.v1.Placement
-	(*Lease)(nil),                   // 21: fak.v1.Lease
-	(*PendingInteraction)(nil),      // 22: fak.v1.PendingInteraction
-	(*Move)(nil),                    // 23: fak.v1.Move
-	(*WorkspaceCopy)(nil),           // 24: fak.v1.WorkspaceCopy
-	(*Policy)(nil),                  // 25: fak.v1.Policy
-	(*Attachment)(nil),              // 26: fak.v1.Attachment
-	(*CapabilitySet)(nil),           // 27: fak.v1.CapabilitySet
-	(*Envelope)(nil),                // 28: fak.v1.Envelope
+	(*PurgeSessionRequest)(nil),     // 19: fak.v1.PurgeSessionRequest
+	(*PurgeSessionResponse)(nil),    // 20: fak.v1.PurgeSessionResponse
+	(*AuditEntry)(nil),              // 21: fak.v1.AuditEntry
+	(*ErrorInfo)(nil),               // 22: fak.v1.ErrorInfo
+	(*Placement)(nil),               // 23: fak.v1.Placement
+	(*Lease)(nil),                   // 24: fak.v1.Lease
+	(*PendingInteraction)(nil),      // 25: fak.v1.PendingInteraction
+	(*Move)(nil),                    // 26: fak.v1.Move
+	(*WorkspaceCopy)(nil),           // 27: fak.v1.WorkspaceCopy
+	(*Policy)(nil),                  // 28: fak.v1.Policy
+	(*Attachment)(nil),              // 29: fak.v1.Attachment
+	(*CapabilitySet)(nil),           // 30: fak.v1.CapabilitySet
+	(*Envelope)(nil),                // 31: fak.v1.Envelope
 }
 var file_fak_v1_session_proto_depIdxs = []int32{
 	1,  // 0: fak.v1.Session.state:type_name -> fak.v1.SessionState
-	20, // 1: fak.v1.Session.placement:type_name -> fak.v1.Placement
-	21, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
-	22, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
-	23, // 4: fak.v1.Session.move:type_name -> fak.v1.Move
-	24, // 5: fak.v1.Session.workspace_copy:type_name -> fak.v1.WorkspaceCopy
-	20, // 6: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
-	25, // 7: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
+	23, // 1: fak.v1.Session.placement:type_name -> fak.v1.Placement
+	24, // 2: fak.v1.Session.lease:type_name -> fak.v1.Lease
+	25, // 3: fak.v1.Session.pending:type_name -> fak.v1.PendingInteraction
+	26, // 4: fak.v1.Session.move:type_name -> fak.v1.Move
+	27, // 5: fak.v1.Session.workspace_copy:type_name -> fak.v1.WorkspaceCopy
+	23, // 6: fak.v1.CreateSessionRequest.placement:type_name -> fak.v1.Placement
+	28, // 7: fak.v1.CreateSessionRequest.policy:type_name -> fak.v1.Policy
 	2,  // 8: fak.v1.CreateSessionResponse.session:type_name -> fak.v1.Session
 	0,  // 9: fak.v1.ListSessionsRequest.consistency:type_name -> fak.v1.ReadConsistency
 	2,  // 10: fak.v1.ListSessionsResponse.sessions:type_name -> fak.v1.Session
 	0,  // 11: fak.v1.DescribeSessionRequest.consistency:type_name -> fak.v1.ReadConsistency
 	2,  // 12: fak.v1.DescribeSessionResponse.session:type_name -> fak.v1.Session
-	26, // 13: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
-	27, // 14: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
-	28, // 15: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
+	29, // 13: fak.v1.DescribeSessionResponse.attachments:type_name -> fak.v1.Attachment
+	30, // 14: fak.v1.DescribeSessionResponse.capabilities:type_name -> fak.v1.CapabilitySet
+	31, // 15: fak.v1.DescribeSessionResponse.budget:type_name -> fak.v1.Envelope
 	4,  // 16: fak.v1.AppendEventsRequest.events:type_name -> fak.v1.EventInput
 	0,  // 17: fak.v1.ReadEventsRequest.consistency:type_name -> fak.v1.ReadConsistency
 	3,  // 18: fak.v1.ReadEventsResponse.events:type_name -> fak.v1.Event
 	3,  // 19: fak.v1.WatchEventsResponse.events:type_name -> fak.v1.Event
 	2,  // 20: fak.v1.StopSessionResponse.session:type_name -> fak.v1.Session
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	21, // 21: fak.v1.PurgeSessionResponse.entry:type_name -> fak.v1.AuditEntry
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_session_proto_init() }
@@ -1701,7 +1944,7 @@ func file_fak_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fak_v1_session_proto_rawDesc), len(file_fak_v1_session_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,7 +24,7 @@ var File_fak_v1_session_service_proto protoreflect.FileDescriptor
 
 const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x13fak/v1/ledger.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto2\xcf\r\n" +
+	"\x1cfak/v1/session_service.proto\x12\x06fak.v1\x1a\x13fak/v1/attach.proto\x1a\x13fak/v1/ledger.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto2\x9a\x0e\n" +
 	"\x0eSessionService\x12L\n" +
 	"\rCreateSession\x12\x1c.fak.v1.CreateSessionRequest\x1a\x1d.fak.v1.CreateSessionResponse\x12N\n" +
 	"\fListSessions\x12\x1b.fak.v1.ListSessionsRequest\x1a\x1c.fak.v1.ListSessionsResponse\"\x03\x90\x02\x01\x12W\n" +
@@ -33,7 +33,8 @@ const file_fak_v1_session_service_proto_rawDesc = "" +
 	"\n" +
 	"ReadEvents\x12\x19.fak.v1.ReadEventsRequest\x1a\x1a.fak.v1.ReadEventsResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\vWatchEvents\x12\x1a.fak.v1.WatchEventsRequest\x1a\x1b.fak.v1.WatchEventsResponse0\x01\x12F\n" +
-	"\vStopSession\x12\x1a.fak.v1.StopSessionRequest\x1a\x1b.fak.v1.StopSessionResponse\x12W\n" +
+	"\vStopSession\x12\x1a.fak.v1.StopSessionRequest\x1a\x1b.fak.v1.StopSessionResponse\x12I\n" +
+	"\fPurgeSession\x12\x1b.fak.v1.PurgeSessionRequest\x1a\x1c.fak.v1.PurgeSessionResponse\x12W\n" +
 	"\x0fDiscoverSession\x12\x1e.fak.v1.DiscoverSessionRequest\x1a\x1f.fak.v1.DiscoverSessionResponse\"\x03\x90\x02\x01\x127\n" +
 	"\x06Attach\x12\x15.fak.v1.AttachRequest\x1a\x16.fak.v1.AttachResponse\x12@\n" +
 	"\tKeepAlive\x12\x18.fak.v1.KeepAliveRequest\x1a\x19.fak.v1.KeepAliveResponse\x127\n" +
@@ -76,69 +77,71 @@ var file_fak_v1_session_service_proto_goTypes = []any{
 	(*ReadEventsRequest)(nil),            // 4: fak.v1.ReadEventsRequest
 	(*WatchEventsRequest)(nil),           // 5: fak.v1.WatchEventsRequest
 	(*StopSessionRequest)(nil),           // 6: fak.v1.StopSessionRequest
-	(*DiscoverSessionRequest)(nil),       // 7: fak.v1.DiscoverSessionRequest
-	(*AttachRequest)(nil),                // 8: fak.v1.AttachRequest
-	(*KeepAliveRequest)(nil),             // 9: fak.v1.KeepAliveRequest
-	(*DetachRequest)(nil),                // 10: fak.v1.DetachRequest
-	(*ActRequest)(nil),                   // 11: fak.v1.ActRequest
-	(*TakeLeaseRequest)(nil),             // 12: fak.v1.TakeLeaseRequest
-	(*RenewLeaseRequest)(nil),            // 13: fak.v1.RenewLeaseRequest
-	(*ReleaseLeaseRequest)(nil),          // 14: fak.v1.ReleaseLeaseRequest
-	(*AnswerApprovalRequest)(nil),        // 15: fak.v1.AnswerApprovalRequest
-	(*FreshSessionRequest)(nil),          // 16: fak.v1.FreshSessionRequest
-	(*ResetSessionRequest)(nil),          // 17: fak.v1.ResetSessionRequest
-	(*ClearSessionRequest)(nil),          // 18: fak.v1.ClearSessionRequest
-	(*NewSessionRequest)(nil),            // 19: fak.v1.NewSessionRequest
-	(*ForkSessionRequest)(nil),           // 20: fak.v1.ForkSessionRequest
-	(*GetLineageRequest)(nil),            // 21: fak.v1.GetLineageRequest
-	(*MoveSessionRequest)(nil),           // 22: fak.v1.MoveSessionRequest
-	(*GetMoveRequest)(nil),               // 23: fak.v1.GetMoveRequest
-	(*ListNodesRequest)(nil),             // 24: fak.v1.ListNodesRequest
-	(*DrainNodeRequest)(nil),             // 25: fak.v1.DrainNodeRequest
-	(*DrainStatusRequest)(nil),           // 26: fak.v1.DrainStatusRequest
-	(*AppendRunnerEventsRequest)(nil),    // 27: fak.v1.AppendRunnerEventsRequest
-	(*CommitCheckpointRequest)(nil),      // 28: fak.v1.CommitCheckpointRequest
-	(*CommitRestoreRequest)(nil),         // 29: fak.v1.CommitRestoreRequest
-	(*FailMoveRequest)(nil),              // 30: fak.v1.FailMoveRequest
-	(*GetWorkspaceManifestRequest)(nil),  // 31: fak.v1.GetWorkspaceManifestRequest
-	(*FetchWorkspaceChunksRequest)(nil),  // 32: fak.v1.FetchWorkspaceChunksRequest
-	(*CopyWorkspaceRequest)(nil),         // 33: fak.v1.CopyWorkspaceRequest
-	(*RecordWorkspaceCopyRequest)(nil),   // 34: fak.v1.RecordWorkspaceCopyRequest
-	(*CreateSessionResponse)(nil),        // 35: fak.v1.CreateSessionResponse
-	(*ListSessionsResponse)(nil),         // 36: fak.v1.ListSessionsResponse
-	(*DescribeSessionResponse)(nil),      // 37: fak.v1.DescribeSessionResponse
-	(*AppendEventsResponse)(nil),         // 38: fak.v1.AppendEventsResponse
-	(*ReadEventsResponse)(nil),           // 39: fak.v1.ReadEventsResponse
-	(*WatchEventsResponse)(nil),          // 40: fak.v1.WatchEventsResponse
-	(*StopSessionResponse)(nil),          // 41: fak.v1.StopSessionResponse
-	(*DiscoverSessionResponse)(nil),      // 42: fak.v1.DiscoverSessionResponse
-	(*AttachResponse)(nil),               // 43: fak.v1.AttachResponse
-	(*KeepAliveResponse)(nil),            // 44: fak.v1.KeepAliveResponse
-	(*DetachResponse)(nil),               // 45: fak.v1.DetachResponse
-	(*ActResponse)(nil),                  // 46: fak.v1.ActResponse
-	(*TakeLeaseResponse)(nil),            // 47: fak.v1.TakeLeaseResponse
-	(*RenewLeaseResponse)(nil),           // 48: fak.v1.RenewLeaseResponse
-	(*ReleaseLeaseResponse)(nil),         // 49: fak.v1.ReleaseLeaseResponse
-	(*AnswerApprovalResponse)(nil),       // 50: fak.v1.AnswerApprovalResponse
-	(*FreshSessionResponse)(nil),         // 51: fak.v1.FreshSessionResponse
-	(*ResetSessionResponse)(nil),         // 52: fak.v1.ResetSessionResponse
-	(*ClearSessionResponse)(nil),         // 53: fak.v1.ClearSessionResponse
-	(*NewSessionResponse)(nil),           // 54: fak.v1.NewSessionResponse
-	(*ForkSessionResponse)(nil),          // 55: fak.v1.ForkSessionResponse
-	(*GetLineageResponse)(nil),           // 56: fak.v1.GetLineageResponse
-	(*MoveSessionResponse)(nil),          // 57: fak.v1.MoveSessionResponse
-	(*GetMoveResponse)(nil),              // 58: fak.v1.GetMoveResponse
-	(*ListNodesResponse)(nil),            // 59: fak.v1.ListNodesResponse
-	(*DrainNodeResponse)(nil),            // 60: fak.v1.DrainNodeResponse
-	(*DrainStatusResponse)(nil),          // 61: fak.v1.DrainStatusResponse
-	(*AppendRunnerEventsResponse)(nil),   // 62: fak.v1.AppendRunnerEventsResponse
-	(*CommitCheckpointResponse)(nil),     // 63: fak.v1.CommitCheckpointResponse
-	(*CommitRestoreResponse)(nil),        // 64: fak.v1.CommitRestoreResponse
-	(*FailMoveResponse)(nil),             // 65: fak.v1.FailMoveResponse
-	(*GetWorkspaceManifestResponse)(nil), // 66: fak.v1.GetWorkspaceManifestResponse
-	(*FetchWorkspaceChunksResponse)(nil), // 67: fak.v1.FetchWorkspaceChunksResponse
-	(*CopyWorkspaceResponse)(nil),        // 68: fak.v1.CopyWorkspaceResponse
-	(*RecordWorkspaceCopyResponse)(nil),  // 69: fak.v1.RecordWorkspaceCopyResponse
+	(*PurgeSessionRequest)(nil),          // 7: fak.v1.PurgeSessionRequest
+	(*DiscoverSessionRequest)(nil),       // 8: fak.v1.DiscoverSessionRequest
+	(*AttachRequest)(nil),                // 9: fak.v1.AttachRequest
+	(*KeepAliveRequest)(nil),             // 10: fak.v1.KeepAliveRequest
+	(*DetachRequest)(nil),                // 11: fak.v1.DetachRequest
+	(*ActRequest)(nil),                   // 12: fak.v1.ActRequest
+	(*TakeLeaseRequest)(nil),             // 13: fak.v1.TakeLeaseRequest
+	(*RenewLeaseRequest)(nil),            // 14: fak.v1.RenewLeaseRequest
+	(*ReleaseLeaseRequest)(nil),          // 15: fak.v1.ReleaseLeaseRequest
+	(*AnswerApprovalRequest)(nil),        // 16: fak.v1.AnswerApprovalRequest
+	(*FreshSessionRequest)(nil),          // 17: fak.v1.FreshSessionRequest
+	(*ResetSessionRequest)(nil),          // 18: fak.v1.ResetSessionRequest
+	(*ClearSessionRequest)(nil),          // 19: fak.v1.ClearSessionRequest
+	(*NewSessionRequest)(nil),            // 20: fak.v1.NewSessionRequest
+	(*ForkSessionRequest)(nil),           // 21: fak.v1.ForkSessionRequest
+	(*GetLineageRequest)(nil),            // 22: fak.v1.GetLineageRequest
+	(*MoveSessionRequest)(nil),           // 23: fak.v1.MoveSessionRequest
+	(*GetMoveRequest)(nil),               // 24: fak.v1.GetMoveRequest
+	(*ListNodesRequest)(nil),             // 25: fak.v1.ListNodesRequest
+	(*DrainNodeRequest)(nil),             // 26: fak.v1.DrainNodeRequest
+	(*DrainStatusRequest)(nil),           // 27: fak.v1.DrainStatusRequest
+	(*AppendRunnerEventsRequest)(nil),    // 28: fak.v1.AppendRunnerEventsRequest
+	(*CommitCheckpointRequest)(nil),      // 29: fak.v1.CommitCheckpointRequest
+	(*CommitRestoreRequest)(nil),         // 30: fak.v1.CommitRestoreRequest
+	(*FailMoveRequest)(nil),              // 31: fak.v1.FailMoveRequest
+	(*GetWorkspaceManifestRequest)(nil),  // 32: fak.v1.GetWorkspaceManifestRequest
+	(*FetchWorkspaceChunksRequest)(nil),  // 33: fak.v1.FetchWorkspaceChunksRequest
+	(*CopyWorkspaceRequest)(nil),         // 34: fak.v1.CopyWorkspaceRequest
+	(*RecordWorkspaceCopyRequest)(nil),   // 35: fak.v1.RecordWorkspaceCopyRequest
+	(*CreateSessionResponse)(nil),        // 36: fak.v1.CreateSessionResponse
+	(*ListSessionsResponse)(nil),         // 37: fak.v1.ListSessionsResponse
+	(*DescribeSessionResponse)(nil),      // 38: fak.v1.DescribeSessionResponse
+	(*AppendEventsResponse)(nil),         // 39: fak.v1.AppendEventsResponse
+	(*ReadEventsResponse)(nil),           // 40: fak.v1.ReadEventsResponse
+	(*WatchEventsResponse)(nil),          // 41: fak.v1.WatchEventsResponse
+	(*StopSessionResponse)(nil),          // 42: fak.v1.StopSessionResponse
+	(*PurgeSessionResponse)(nil),         // 43: fak.v1.PurgeSessionResponse
+	(*DiscoverSessionResponse)(nil),      // 44: fak.v1.DiscoverSessionResponse
+	(*AttachResponse)(nil),               // 45: fak.v1.AttachResponse
+	(*KeepAliveResponse)(nil),            // 46: fak.v1.KeepAliveResponse
+	(*DetachResponse)(nil),               // 47: fak.v1.DetachResponse
+	(*ActResponse)(nil),                  // 48: fak.v1.ActResponse
+	(*TakeLeaseResponse)(nil),            // 49: fak.v1.TakeLeaseResponse
+	(*RenewLeaseResponse)(nil),           // 50: fak.v1.RenewLeaseResponse
+	(*ReleaseLeaseResponse)(nil),         // 51: fak.v1.ReleaseLeaseResponse
+	(*AnswerApprovalResponse)(nil),       // 52: fak.v1.AnswerApprovalResponse
+	(*FreshSessionResponse)(nil),         // 53: fak.v1.FreshSessionResponse
+	(*ResetSessionResponse)(nil),         // 54: fak.v1.ResetSessionResponse
+	(*ClearSessionResponse)(nil),         // 55: fak.v1.ClearSessionResponse
+	(*NewSessionResponse)(nil),           // 56: fak.v1.NewSessionResponse
+	(*ForkSessionResponse)(nil),          // 57: fak.v1.ForkSessionResponse
+	(*GetLineageResponse)(nil),           // 58: fak.v1.GetLineageResponse
+	(*MoveSessionResponse)(nil),          // 59: fak.v1.MoveSessionResponse
+	(*GetMoveResponse)(nil),              // 60: fak.v1.GetMoveResponse
+	(*ListNodesResponse)(nil),            // 61: fak.v1.ListNodesResponse
+	(*DrainNodeResponse)(nil),            // 62: fak.v1.DrainNodeResponse
+	(*DrainStatusResponse)(nil),          // 63: fak.v1.DrainStatusResponse
+	(*AppendRunnerEventsResponse)(nil),   // 64: fak.v1.AppendRunnerEventsResponse
+	(*CommitCheckpointResponse)(nil),     // 65: fak.v1.CommitCheckpointResponse
+	(*CommitRestoreResponse)(nil),        // 66: fak.v1.CommitRestoreResponse
+	(*FailMoveResponse)(nil),             // 67: fak.v1.FailMoveResponse
+	(*GetWorkspaceManifestResponse)(nil), // 68: fak.v1.GetWorkspaceManifestResponse
+	(*FetchWorkspaceChunksResponse)(nil), // 69: fak.v1.FetchWorkspaceChunksResponse
+	(*CopyWorkspaceResponse)(nil),        // 70: fak.v1.CopyWorkspaceResponse
+	(*RecordWorkspaceCopyResponse)(nil),  // 71: fak.v1.RecordWorkspaceCopyResponse
 }
 var file_fak_v1_session_service_proto_depIdxs = []int32{
 	0,  // 0: fak.v1.SessionService.CreateSession:input_type -> fak.v1.CreateSessionRequest
@@ -148,71 +151,73 @@ var file_fak_v1_session_service_proto_depIdxs = []int32{
 	4,  // 4: fak.v1.SessionService.ReadEvents:input_type -> fak.v1.ReadEventsRequest
 	5,  // 5: fak.v1.SessionService.WatchEvents:input_type -> fak.v1.WatchEventsRequest
 	6,  // 6: fak.v1.SessionService.StopSession:input_type -> fak.v1.StopSessionRequest
-	7,  // 7: fak.v1.SessionService.DiscoverSession:input_type -> fak.v1.DiscoverSessionRequest
-	8,  // 8: fak.v1.SessionService.Attach:input_type -> fak.v1.AttachRequest
-	9,  // 9: fak.v1.SessionService.KeepAlive:input_type -> fak.v1.KeepAliveRequest
-	10, // 10: fak.v1.SessionService.Detach:input_type -> fak.v1.DetachRequest
-	11, // 11: fak.v1.SessionService.Act:input_type -> fak.v1.ActRequest
-	12, // 12: fak.v1.SessionService.TakeLease:input_type -> fak.v1.TakeLeaseRequest
-	13, // 13: fak.v1.SessionService.RenewLease:input_type -> fak.v1.RenewLeaseRequest
-	14, // 14: fak.v1.SessionService.ReleaseLease:input_type -> fak.v1.ReleaseLeaseRequest
-	15, // 15: fak.v1.SessionService.AnswerApproval:input_type -> fak.v1.AnswerApprovalRequest
-	16, // 16: fak.v1.SessionService.FreshSession:input_type -> fak.v1.FreshSessionRequest
-	17, // 17: fak.v1.SessionService.ResetSession:input_type -> fak.v1.ResetSessionRequest
-	18, // 18: fak.v1.SessionService.ClearSession:input_type -> fak.v1.ClearSessionRequest
-	19, // 19: fak.v1.SessionService.NewSession:input_type -> fak.v1.NewSessionRequest
-	20, // 20: fak.v1.SessionService.ForkSession:input_type -> fak.v1.ForkSessionRequest
-	21, // 21: fak.v1.SessionService.GetLineage:input_type -> fak.v1.GetLineageRequest
-	22, // 22: fak.v1.SessionService.MoveSession:input_type -> fak.v1.MoveSessionRequest
-	23, // 23: fak.v1.SessionService.GetMove:input_type -> fak.v1.GetMoveRequest
-	24, // 24: fak.v1.NodeService.ListNodes:input_type -> fak.v1.ListNodesRequest
-	25, // 25: fak.v1.NodeService.DrainNode:input_type -> fak.v1.DrainNodeRequest
-	26, // 26: fak.v1.NodeService.DrainStatus:input_type -> fak.v1.DrainStatusRequest
-	27, // 27: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
-	28, // 28: fak.v1.RunnerService.CommitCheckpoint:input_type -> fak.v1.CommitCheckpointRequest
-	29, // 29: fak.v1.RunnerService.CommitRestore:input_type -> fak.v1.CommitRestoreRequest
-	30, // 30: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
-	31, // 31: fak.v1.RunnerService.GetWorkspaceManifest:input_type -> fak.v1.GetWorkspaceManifestRequest
-	32, // 32: fak.v1.RunnerService.FetchWorkspaceChunks:input_type -> fak.v1.FetchWorkspaceChunksRequest
-	33, // 33: fak.v1.RunnerService.CopyWorkspace:input_type -> fak.v1.CopyWorkspaceRequest
-	34, // 34: fak.v1.RunnerService.RecordWorkspaceCopy:input_type -> fak.v1.RecordWorkspaceCopyRequest
-	35, // 35: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
-	36, // 36: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
-	37, // 37: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
-	38, // 38: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
-	39, // 39: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
-	40, // 40: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
-	41, // 41: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
-	42, // 42: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
-	43, // 43: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
-	44, // 44: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
-	45, // 45: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
-	46, // 46: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
-	47, // 47: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
-	48, // 48: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
-	49, // 49: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
-	50, // 50: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
-	51, // 51: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
-	52, // 52: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
-	53, // 53: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
-	54, // 54: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
-	55, // 55: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
-	56, // 56: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
-	57, // 57: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
-	58, // 58: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
-	59, // 59: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
-	60, // 60: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
-	61, // 61: fak.v1.NodeService.DrainStatus:output_type -> fak.v1.DrainStatusResponse
-	62, // 62: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
-	63, // 63: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
-	64, // 64: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
-	65, // 65: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
-	66, // 66: fak.v1.RunnerService.GetWorkspaceManifest:output_type -> fak.v1.GetWorkspaceManifestResponse
-	67, // 67: fak.v1.RunnerService.FetchWorkspaceChunks:output_type -> fak.v1.FetchWorkspaceChunksResponse
-	68, // 68: fak.v1.RunnerService.CopyWorkspace:output_type -> fak.v1.CopyWorkspaceResponse
-	69, // 69: fak.v1.RunnerService.RecordWorkspaceCopy:output_type -> fak.v1.RecordWorkspaceCopyResponse
-	35, // [35:70] is the sub-list for method output_type
-	0,  // [0:35] is the sub-list for method input_type
+	7,  // 7: fak.v1.SessionService.PurgeSession:input_type -> fak.v1.PurgeSessionRequest
+	8,  // 8: fak.v1.SessionService.DiscoverSession:input_type -> fak.v1.DiscoverSessionRequest
+	9,  // 9: fak.v1.SessionService.Attach:input_type -> fak.v1.AttachRequest
+	10, // 10: fak.v1.SessionService.KeepAlive:input_type -> fak.v1.KeepAliveRequest
+	11, // 11: fak.v1.SessionService.Detach:input_type -> fak.v1.DetachRequest
+	12, // 12: fak.v1.SessionService.Act:input_type -> fak.v1.ActRequest
+	13, // 13: fak.v1.SessionService.TakeLease:input_type -> fak.v1.TakeLeaseRequest
+	14, // 14: fak.v1.SessionService.RenewLease:input_type -> fak.v1.RenewLeaseRequest
+	15, // 15: fak.v1.SessionService.ReleaseLease:input_type -> fak.v1.ReleaseLeaseRequest
+	16, // 16: fak.v1.SessionService.AnswerApproval:input_type -> fak.v1.AnswerApprovalRequest
+	17, // 17: fak.v1.SessionService.FreshSession:input_type -> fak.v1.FreshSessionRequest
+	18, // 18: fak.v1.SessionService.ResetSession:input_type -> fak.v1.ResetSessionRequest
+	19, // 19: fak.v1.SessionService.ClearSession:input_type -> fak.v1.ClearSessionRequest
+	20, // 20: fak.v1.SessionService.NewSession:input_type -> fak.v1.NewSessionRequest
+	21, // 21: fak.v1.SessionService.ForkSession:input_type -> fak.v1.ForkSessionRequest
+	22, // 22: fak.v1.SessionService.GetLineage:input_type -> fak.v1.GetLineageRequest
+	23, // 23: fak.v1.SessionService.MoveSession:input_type -> fak.v1.MoveSessionRequest
+	24, // 24: fak.v1.SessionService.GetMove:input_type -> fak.v1.GetMoveRequest
+	25, // 25: fak.v1.NodeService.ListNodes:input_type -> fak.v1.ListNodesRequest
+	26, // 26: fak.v1.NodeService.DrainNode:input_type -> fak.v1.DrainNodeRequest
+	27, // 27: fak.v1.NodeService.DrainStatus:input_type -> fak.v1.DrainStatusRequest
+	28, // 28: fak.v1.RunnerService.AppendRunnerEvents:input_type -> fak.v1.AppendRunnerEventsRequest
+	29, // 29: fak.v1.RunnerService.CommitCheckpoint:input_type -> fak.v1.CommitCheckpointRequest
+	30, // 30: fak.v1.RunnerService.CommitRestore:input_type -> fak.v1.CommitRestoreRequest
+	31, // 31: fak.v1.RunnerService.FailMove:input_type -> fak.v1.FailMoveRequest
+	32, // 32: fak.v1.RunnerService.GetWorkspaceManifest:input_type -> fak.v1.GetWorkspaceManifestRequest
+	33, // 33: fak.v1.RunnerService.FetchWorkspaceChunks:input_type -> fak.v1.FetchWorkspaceChunksRequest
+	34, // 34: fak.v1.RunnerService.CopyWorkspace:input_type -> fak.v1.CopyWorkspaceRequest
+	35, // 35: fak.v1.RunnerService.RecordWorkspaceCopy:input_type -> fak.v1.RecordWorkspaceCopyRequest
+	36, // 36: fak.v1.SessionService.CreateSession:output_type -> fak.v1.CreateSessionResponse
+	37, // 37: fak.v1.SessionService.ListSessions:output_type -> fak.v1.ListSessionsResponse
+	38, // 38: fak.v1.SessionService.DescribeSession:output_type -> fak.v1.DescribeSessionResponse
+	39, // 39: fak.v1.SessionService.AppendEvents:output_type -> fak.v1.AppendEventsResponse
+	40, // 40: fak.v1.SessionService.ReadEvents:output_type -> fak.v1.ReadEventsResponse
+	41, // 41: fak.v1.SessionService.WatchEvents:output_type -> fak.v1.WatchEventsResponse
+	42, // 42: fak.v1.SessionService.StopSession:output_type -> fak.v1.StopSessionResponse
+	43, // 43: fak.v1.SessionService.PurgeSession:output_type -> fak.v1.PurgeSessionResponse
+	44, // 44: fak.v1.SessionService.DiscoverSession:output_type -> fak.v1.DiscoverSessionResponse
+	45, // 45: fak.v1.SessionService.Attach:output_type -> fak.v1.AttachResponse
+	46, // 46: fak.v1.SessionService.KeepAlive:output_type -> fak.v1.KeepAliveResponse
+	47, // 47: fak.v1.SessionService.Detach:output_type -> fak.v1.DetachResponse
+	48, // 48: fak.v1.SessionService.Act:output_type -> fak.v1.ActResponse
+	49, // 49: fak.v1.SessionService.TakeLease:output_type -> fak.v1.TakeLeaseResponse
+	50, // 50: fak.v1.SessionService.RenewLease:output_type -> fak.v1.RenewLeaseResponse
+	51, // 51: fak.v1.SessionService.ReleaseLease:output_type -> fak.v1.ReleaseLeaseResponse
+	52, // 52: fak.v1.SessionService.AnswerApproval:output_type -> fak.v1.AnswerApprovalResponse
+	53, // 53: fak.v1.SessionService.FreshSession:output_type -> fak.v1.FreshSessionResponse
+	54, // 54: fak.v1.SessionService.ResetSession:output_type -> fak.v1.ResetSessionResponse
+	55, // 55: fak.v1.SessionService.ClearSession:output_type -> fak.v1.ClearSessionResponse
+	56, // 56: fak.v1.SessionService.NewSession:output_type -> fak.v1.NewSessionResponse
+	57, // 57: fak.v1.SessionService.ForkSession:output_type -> fak.v1.ForkSessionResponse
+	58, // 58: fak.v1.SessionService.GetLineage:output_type -> fak.v1.GetLineageResponse
+	59, // 59: fak.v1.SessionService.MoveSession:output_type -> fak.v1.MoveSessionResponse
+	60, // 60: fak.v1.SessionService.GetMove:output_type -> fak.v1.GetMoveResponse
+	61, // 61: fak.v1.NodeService.ListNodes:output_type -> fak.v1.ListNodesResponse
+	62, // 62: fak.v1.NodeService.DrainNode:output_type -> fak.v1.DrainNodeResponse
+	63, // 63: fak.v1.NodeService.DrainStatus:output_type -> fak.v1.DrainStatusResponse
+	64, // 64: fak.v1.RunnerService.AppendRunnerEvents:output_type -> fak.v1.AppendRunnerEventsResponse
+	65, // 65: fak.v1.RunnerService.CommitCheckpoint:output_type -> fak.v1.CommitCheckpointResponse
+	66, // 66: fak.v1.RunnerService.CommitRestore:output_type -> fak.v1.CommitRestoreResponse
+	67, // 67: fak.v1.RunnerService.FailMove:output_type -> fak.v1.FailMoveResponse
+	68, // 68: fak.v1.RunnerService.GetWorkspaceManifest:output_type -> fak.v1.GetWorkspaceManifestResponse
+	69, // 69: fak.v1.RunnerService.FetchWorkspaceChunks:output_type -> fak.v1.FetchWorkspaceChunksResponse
+	70, // 70: fak.v1.RunnerService.CopyWorkspace:output_type -> fak.v1.CopyWorkspaceResponse
+	71, // 71: fak.v1.RunnerService.RecordWorkspaceCopy:output_type -> fak.v1.RecordWorkspaceCopyResponse
+	36, // [36:72] is the sub-list for method output_type
+	0,  // [0:36] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -47,6 +47,8 @@ const (
 	ClusterServiceReadIndexProcedure = "/fak.v1.ClusterService/ReadIndex"
 	// ClusterServiceOverviewProcedure is the fully-qualified name of the ClusterService's Overview RPC.
 	ClusterServiceOverviewProcedure = "/fak.v1.ClusterService/Overview"
+	// ClusterServiceAuditLogProcedure is the fully-qualified name of the ClusterService's AuditLog RPC.
+	ClusterServiceAuditLogProcedure = "/fak.v1.ClusterService/AuditLog"
 )
 
 // ClusterServiceClient is a client for the fak.v1.ClusterService service.
@@ -66,6 +68,9 @@ type ClusterServiceClient interface {
 	// Overview is the whole fleet in one answer: every node (gossip, Raft
 	// role, lag, sessions hosted, capacity) and a page of sessions.
 	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
+	// AuditLog reads the fleet's audit log (purges), oldest first, from
+	// this node's replica.
+	AuditLog(context.Context, *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error)
 }
 
 // NewClusterServiceClient constructs a client for the fak.v1.ClusterService service. By default, it
@@ -119,6 +124,13 @@ func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		auditLog: connect.NewClient[v1.AuditLogRequest, v1.AuditLogResponse](
+			httpClient,
+			baseURL+ClusterServiceAuditLogProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("AuditLog")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -130,6 +142,7 @@ type clusterServiceClient struct {
 	leave     *connect.Client[v1.LeaveRequest, v1.LeaveResponse]
 	readIndex *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
 	overview  *connect.Client[v1.OverviewRequest, v1.OverviewResponse]
+	auditLog  *connect.Client[v1.AuditLogRequest, v1.AuditLogResponse]
 }
 
 // Members calls fak.v1.ClusterService.Members.
@@ -162,6 +175,11 @@ func (c *clusterServiceClient) Overview(ctx context.Context, req *connect.Reques
 	return c.overview.CallUnary(ctx, req)
 }
 
+// AuditLog calls fak.v1.ClusterService.AuditLog.
+func (c *clusterServiceClient) AuditLog(ctx context.Context, req *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error) {
+	return c.auditLog.CallUnary(ctx, req)
+}
+
 // ClusterServiceHandler is an implementation of the fak.v1.ClusterService service.
 type ClusterServiceHandler interface {
 	Members(context.Context, *connect.Request[v1.MembersRequest]) (*connect.Response[v1.MembersResponse], error)
@@ -179,6 +197,9 @@ type ClusterServiceHandler interface {
 	// Overview is the whole fleet in one answer: every node (gossip, Raft
 	// role, lag, sessions hosted, capacity) and a page of sessions.
 	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
+	// AuditLog reads the fleet's audit log (purges), oldest first, from
+	// this node's replica.
+	AuditLog(context.Context, *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error)
 }
 
 // NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -228,6 +249,13 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterServiceAuditLogHandler := connect.NewUnaryHandler(
+		ClusterServiceAuditLogProcedure,
+		svc.AuditLog,
+		connect.WithSchema(clusterServiceMethods.ByName("AuditLog")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fak.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterServiceMembersProcedure:
@@ -242,6 +270,8 @@ func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.Handler
 			clusterServiceReadIndexHandler.ServeHTTP(w, r)
 		case ClusterServiceOverviewProcedure:
 			clusterServiceOverviewHandler.ServeHTTP(w, r)
+		case ClusterServiceAuditLogProcedure:
+			clusterServiceAuditLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -273,4 +303,8 @@ func (UnimplementedClusterServiceHandler) ReadIndex(context.Context, *connect.Re
 
 func (UnimplementedClusterServiceHandler) Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.ClusterService.Overview is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) AuditLog(context.Context, *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.ClusterService.AuditLog is not implemented"))
 }

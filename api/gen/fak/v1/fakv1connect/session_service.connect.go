@@ -58,6 +58,9 @@ const (
 	// SessionServiceStopSessionProcedure is the fully-qualified name of the SessionService's
 	// StopSession RPC.
 	SessionServiceStopSessionProcedure = "/fak.v1.SessionService/StopSession"
+	// SessionServicePurgeSessionProcedure is the fully-qualified name of the SessionService's
+	// PurgeSession RPC.
+	SessionServicePurgeSessionProcedure = "/fak.v1.SessionService/PurgeSession"
 	// SessionServiceDiscoverSessionProcedure is the fully-qualified name of the SessionService's
 	// DiscoverSession RPC.
 	SessionServiceDiscoverSessionProcedure = "/fak.v1.SessionService/DiscoverSession"
@@ -148,6 +151,11 @@ type SessionServiceClient interface {
 	// journal order, until the client cancels or the session stops.
 	WatchEvents(context.Context, *connect.Request[v1.WatchEventsRequest]) (*connect.ServerStreamForClient[v1.WatchEventsResponse], error)
 	StopSession(context.Context, *connect.Request[v1.StopSessionRequest]) (*connect.Response[v1.StopSessionResponse], error)
+	// PurgeSession removes a stopped session — its record, journal,
+	// attachments and lineage edges — from the fleet's state, and journals
+	// the removal in the audit log (ClusterService.AuditLog). A session
+	// that is not stopped is refused (NOT_STOPPED).
+	PurgeSession(context.Context, *connect.Request[v1.PurgeSessionRequest]) (*connect.Response[v1.PurgeSessionResponse], error)
 	// The attachment contract (attach.proto): discover, attach, keep alive,
 	// act, lease, approvals, detach.
 	DiscoverSession(context.Context, *connect.Request[v1.DiscoverSessionRequest]) (*connect.Response[v1.DiscoverSessionResponse], error)
@@ -235,6 +243,12 @@ func NewSessionServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+SessionServiceStopSessionProcedure,
 			connect.WithSchema(sessionServiceMethods.ByName("StopSession")),
+			connect.WithClientOptions(opts...),
+		),
+		purgeSession: connect.NewClient[v1.PurgeSessionRequest, v1.PurgeSessionResponse](
+			httpClient,
+			baseURL+SessionServicePurgeSessionProcedure,
+			connect.WithSchema(sessionServiceMethods.ByName("PurgeSession")),
 			connect.WithClientOptions(opts...),
 		),
 		discoverSession: connect.NewClient[v1.DiscoverSessionRequest, v1.DiscoverSessionResponse](
@@ -354,6 +368,7 @@ type sessionServiceClient struct {
 	readEvents      *connect.Client[v1.ReadEventsRequest, v1.ReadEventsResponse]
 	watchEvents     *connect.Client[v1.WatchEventsRequest, v1.WatchEventsResponse]
 	stopSession     *connect.Client[v1.StopSessionRequest, v1.StopSessionResponse]
+	purgeSession    *connect.Client[v1.PurgeSessionRequest, v1.PurgeSessionResponse]
 	discoverSession *connect.Client[v1.DiscoverSessionRequest, v1.DiscoverSessionResponse]
 	attach          *connect.Client[v1.AttachRequest, v1.AttachResponse]
 	keepAlive       *connect.Client[v1.KeepAliveRequest, v1.KeepAliveResponse]
@@ -406,6 +421,11 @@ func (c *sessionServiceClient) WatchEvents(ctx context.Context, req *connect.Req
 // StopSession calls fak.v1.SessionService.StopSession.
 func (c *sessionServiceClient) StopSession(ctx context.Context, req *connect.Request[v1.StopSessionRequest]) (*connect.Response[v1.StopSessionResponse], error) {
 	return c.stopSession.CallUnary(ctx, req)
+}
+
+// PurgeSession calls fak.v1.SessionService.PurgeSession.
+func (c *sessionServiceClient) PurgeSession(ctx context.Context, req *connect.Request[v1.PurgeSessionRequest]) (*connect.Response[v1.PurgeSessionResponse], error) {
+	return c.purgeSession.CallUnary(ctx, req)
 }
 
 // DiscoverSession calls fak.v1.SessionService.DiscoverSession.
@@ -505,6 +525,11 @@ type SessionServiceHandler interface {
 	// journal order, until the client cancels or the session stops.
 	WatchEvents(context.Context, *connect.Request[v1.WatchEventsRequest], *connect.ServerStream[v1.WatchEventsResponse]) error
 	StopSession(context.Context, *connect.Request[v1.StopSessionRequest]) (*connect.Response[v1.StopSessionResponse], error)
+	// PurgeSession removes a stopped session — its record, journal,
+	// attachments and lineage edges — from the fleet's state, and journals
+	// the removal in the audit log (ClusterService.AuditLog). A session
+	// that is not stopped is refused (NOT_STOPPED).
+	PurgeSession(context.Context, *connect.Request[v1.PurgeSessionRequest]) (*connect.Response[v1.PurgeSessionResponse], error)
 	// The attachment contract (attach.proto): discover, attach, keep alive,
 	// act, lease, approvals, detach.
 	DiscoverSession(context.Context, *connect.Request[v1.DiscoverSessionRequest]) (*connect.Response[v1.DiscoverSessionResponse], error)
@@ -588,6 +613,12 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 		SessionServiceStopSessionProcedure,
 		svc.StopSession,
 		connect.WithSchema(sessionServiceMethods.ByName("StopSession")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sessionServicePurgeSessionHandler := connect.NewUnaryHandler(
+		SessionServicePurgeSessionProcedure,
+		svc.PurgeSession,
+		connect.WithSchema(sessionServiceMethods.ByName("PurgeSession")),
 		connect.WithHandlerOptions(opts...),
 	)
 	sessionServiceDiscoverSessionHandler := connect.NewUnaryHandler(
@@ -711,6 +742,8 @@ func NewSessionServiceHandler(svc SessionServiceHandler, opts ...connect.Handler
 			sessionServiceWatchEventsHandler.ServeHTTP(w, r)
 		case SessionServiceStopSessionProcedure:
 			sessionServiceStopSessionHandler.ServeHTTP(w, r)
+		case SessionServicePurgeSessionProcedure:
+			sessionServicePurgeSessionHandler.ServeHTTP(w, r)
 		case SessionServiceDiscoverSessionProcedure:
 			sessionServiceDiscoverSessionHandler.ServeHTTP(w, r)
 		case SessionServiceAttachProcedure:
@@ -780,6 +813,10 @@ func (UnimplementedSessionServiceHandler) WatchEvents(context.Context, *connect.
 
 func (UnimplementedSessionServiceHandler) StopSession(context.Context, *connect.Request[v1.StopSessionRequest]) (*connect.Response[v1.StopSessionResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.StopSession is not implemented"))
+}
+
+func (UnimplementedSessionServiceHandler) PurgeSession(context.Context, *connect.Request[v1.PurgeSessionRequest]) (*connect.Response[v1.PurgeSessionResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fak.v1.SessionService.PurgeSession is not implemented"))
 }
 
 func (UnimplementedSessionServiceHandler) DiscoverSession(context.Context, *connect.Request[v1.DiscoverSessionRequest]) (*connect.Response[v1.DiscoverSessionResponse], error) {
