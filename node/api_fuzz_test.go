@@ -31,14 +31,14 @@ var fuzzedProcedures = []string{
 	"/fak.v1.SessionService/RenewLease", "/fak.v1.SessionService/ReleaseLease", "/fak.v1.SessionService/AnswerApproval",
 	"/fak.v1.SessionService/FreshSession", "/fak.v1.SessionService/ResetSession", "/fak.v1.SessionService/ClearSession",
 	"/fak.v1.SessionService/NewSession", "/fak.v1.SessionService/ForkSession", "/fak.v1.SessionService/GetLineage",
-	"/fak.v1.SessionService/MoveSession", "/fak.v1.SessionService/GetMove",
+	"/fak.v1.SessionService/MoveSession", "/fak.v1.SessionService/GetMove", "/fak.v1.SessionService/PurgeSession",
 	"/fak.v1.RunnerService/AppendRunnerEvents", "/fak.v1.RunnerService/CommitCheckpoint", "/fak.v1.RunnerService/CommitRestore",
 	"/fak.v1.RunnerService/FailMove", "/fak.v1.RunnerService/GetWorkspaceManifest", "/fak.v1.RunnerService/RecordWorkspaceCopy",
 	"/fak.v1.LifecycleService/BindLaunch", "/fak.v1.LifecycleService/ProviderSessionStart", "/fak.v1.LifecycleService/ProviderSessionEnd",
 	"/fak.v1.LifecycleService/RecordUsage", "/fak.v1.LifecycleService/DescribeLaunch",
 	"/fak.v1.AclService/CreateToken", "/fak.v1.AclService/ListTokens", "/fak.v1.AclService/RevokeToken",
 	"/fak.v1.ClusterService/Members", "/fak.v1.ClusterService/Status", "/fak.v1.ClusterService/ReadIndex",
-	"/fak.v1.ClusterService/Overview", "/fak.v1.NodeService/ListNodes", "/fak.v1.NodeService/DrainStatus",
+	"/fak.v1.ClusterService/Overview", "/fak.v1.ClusterService/AuditLog", "/fak.v1.NodeService/ListNodes", "/fak.v1.NodeService/DrainStatus",
 }
 
 // inputOf is the request message type of a procedure.
