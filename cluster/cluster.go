@@ -136,6 +136,11 @@ func (c *Cluster) setupRaft() error {
 		ServerAddressProvider: c,
 	})
 	rc := c.cfg.raftConfig()
+	if err := c.continueKept(rc, store, snaps); err != nil {
+		trans.Close()
+		store.Close()
+		return err
+	}
 	notify := make(chan bool, 10)
 	rc.NotifyCh = notify
 	r, err := raft.NewRaft(rc, c.raftFSM(), cache, store, snaps, trans)

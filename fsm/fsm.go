@@ -39,6 +39,9 @@ type FSM struct {
 	db *bolt.DB
 
 	applied atomic.Uint64
+	// kept: the index a database kept from a clean shutdown had applied
+	// (kept.go); entries up to it are not applied again.
+	kept atomic.Uint64
 	// restores counts Restore calls: state that may have gone backwards,
 	// which whoever caches what it read (the runner's runtimes) must drop.
 	restores atomic.Uint64
@@ -55,25 +58,39 @@ var (
 	_ raft.BatchingFSM = (*FSM)(nil)
 )
 
-// Open creates the FSM with a fresh database file in dir. Any previous file
-// is discarded: raft restores the latest snapshot and replays the log after
-// it, so the database never has to be trusted across a crash.
+// Open opens the FSM's database in dir: the one a clean shutdown left
+// (kept.go), or else a fresh one — raft then restores the latest snapshot
+// and replays the log after it, so a database is never trusted across a
+// crash.
 func Open(dir string, logger hclog.Logger) (*FSM, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	path := filepath.Join(dir, "fsm.db")
-	db, err := freshDB(path)
+	db, kept, discarded, err := openKept(path)
 	if err != nil {
 		return nil, err
 	}
-	return &FSM{logger: logger, path: path, db: db, notify: make(chan struct{}), appliedNotify: make(chan struct{})}, nil
+	switch {
+	case kept > 0:
+		logger.Info("fsm: kept the database of a clean shutdown", "applied", kept)
+	case discarded != "":
+		logger.Info("fsm: rebuilding the database from the snapshot and log", "why", discarded)
+	}
+	f := &FSM{logger: logger, path: path, db: db, notify: make(chan struct{}), appliedNotify: make(chan struct{})}
+	f.kept.Store(kept)
+	f.applied.Store(kept)
+	return f, nil
 }
 
-// Close releases the database.
+// Close syncs the database, marks it clean for the next start to keep,
+// and releases it.
 func (f *FSM) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := markClean(f.db); err != nil {
+		f.logger.Warn("fsm: could not mark the database clean; the next start rebuilds it", "error", err)
+	}
 	return f.db.Close()
 }
 
@@ -131,15 +148,17 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		a := newApplier(tx)
 		defer func() { written = a.touched.list }()
+		kept := f.kept.Load()
 		for i, l := range logs {
-			if l.Type != raft.LogCommand {
-				continue
+			if l.Type != raft.LogCommand || l.Index <= kept {
+				continue // kept: applied before the restart
 			}
 			rs := a.applyEntry(l.Data)
 			out[i] = rs
 			commands = commands || len(rs) > 0
 		}
-		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(logs[len(logs)-1].Index))
+		// Entries replayed below a kept index leave it where it was.
+		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(max(logs[len(logs)-1].Index, kept)))
 	})
 	if err != nil {
 		// The database is local derived state; failing to write it means
@@ -148,7 +167,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.logger.Error("fsm apply failed", "error", err)
 		panic("fsm: apply: " + err.Error())
 	}
-	f.applied.Store(logs[len(logs)-1].Index)
+	f.applied.Store(max(logs[len(logs)-1].Index, f.kept.Load()))
 	f.changes.publish(written)
 	f.broadcast(commands)
 	return out

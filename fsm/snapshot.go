@@ -97,11 +97,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore: swap db: %w", err)
 	}
 	db, err := openDB(f.path)
+	if err == nil {
+		err = stampFormat(db) // a snapshot of an older layout is rebuilt on its next start otherwise
+	}
 	if err != nil {
 		return fmt.Errorf("restore: reopen: %w", err)
 	}
 	f.db = db
 	f.applied.Store(applied)
+	f.kept.Store(0)
 	f.restores.Add(1)
 	f.changes.reset()
 	return nil
