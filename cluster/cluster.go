@@ -93,6 +93,10 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	c.wg.Add(2)
 	go c.monitorLeadership()
 	go c.bootstrapLoop(hasState)
+	if cfg.SnapshotLogFraction > 0 && f != nil {
+		c.wg.Add(1)
+		go c.snapshotLoop()
+	}
 	return c, nil
 }
 

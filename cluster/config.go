@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,6 +50,11 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// SnapshotLogFraction > 0 amortises snapshots (snapshot_policy.go): one
+	// is taken only once the log since the last holds this fraction of the
+	// state's size (and SnapshotThreshold entries). 0: every
+	// SnapshotThreshold entries, Raft's own rule.
+	SnapshotLogFraction float64
 
 	// Observer receives apply, batch and snapshot measurements (nil: none).
 	Observer Observer
@@ -78,7 +84,11 @@ const (
 	DefaultSnapshotThreshold = 16384
 	DefaultSnapshotInterval  = 30 * time.Second
 	DefaultTrailingLogs      = 10240
-	DefaultDeadServerGrace   = 2 * time.Minute
+	// DefaultSnapshotLogFraction: a snapshot once the log since the last
+	// is as large as the state that one copied, so the bytes all snapshots
+	// write stay within about twice the final state (1 + 1/2 + 1/4 + …).
+	DefaultSnapshotLogFraction = 1.0
+	DefaultDeadServerGrace     = 2 * time.Minute
 
 	logCacheSize      = 512
 	snapshotsRetained = 2
@@ -100,6 +110,9 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.BatchApplyCh = true
 	rc.ShutdownOnRemove = false
 	rc.SnapshotThreshold = orU64(c.SnapshotThreshold, DefaultSnapshotThreshold)
+	if c.SnapshotLogFraction > 0 {
+		rc.SnapshotThreshold = math.MaxUint64 / 2 // snapshotLoop decides
+	}
 	rc.SnapshotInterval = orDur(c.SnapshotInterval, DefaultSnapshotInterval)
 	rc.TrailingLogs = orU64(c.TrailingLogs, DefaultTrailingLogs)
 	rc.Logger = c.Logger.Named("raft")

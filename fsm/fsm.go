@@ -42,6 +42,14 @@ type FSM struct {
 	// kept: the index a database kept from a clean shutdown had applied
 	// (kept.go); entries up to it are not applied again.
 	kept atomic.Uint64
+	// logBytes: the bytes of the log entries applied since this FSM
+	// opened; snapBytes: their count when the last snapshot was taken
+	// (snapshot_policy in cluster).
+	logBytes, snapBytes atomic.Uint64
+	// snapIndex, snapState: the applied index and the size of the state
+	// the last snapshot copied (at open: the state as opened).
+	snapIndex atomic.Uint64
+	snapState atomic.Int64
 	// restores counts Restore calls: state that may have gone backwards,
 	// which whoever caches what it read (the runner's runtimes) must drop.
 	restores atomic.Uint64
@@ -80,6 +88,9 @@ func Open(dir string, logger hclog.Logger) (*FSM, error) {
 	f := &FSM{logger: logger, path: path, db: db, notify: make(chan struct{}), appliedNotify: make(chan struct{})}
 	f.kept.Store(kept)
 	f.applied.Store(kept)
+	if n, err := f.StateBytes(); err == nil {
+		f.snapState.Store(n)
+	}
 	return f, nil
 }
 
@@ -153,6 +164,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if l.Type != raft.LogCommand || l.Index <= kept {
 				continue // kept: applied before the restart
 			}
+			f.logBytes.Add(uint64(len(l.Data)))
 			rs := a.applyEntry(l.Data)
 			out[i] = rs
 			commands = commands || len(rs) > 0

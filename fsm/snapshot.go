@@ -20,6 +20,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		f.mu.RUnlock()
 		return nil, fmt.Errorf("begin snapshot tx: %w", err)
 	}
+	f.snapBytes.Store(f.logBytes.Load())
+	f.snapIndex.Store(f.applied.Load())
+	f.snapState.Store(tx.Size())
 	// The read lock is held until Release so Restore cannot close the
 	// database under an open transaction.
 	return &snapshot{tx: tx, release: f.mu.RUnlock}, nil

@@ -95,6 +95,9 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// SnapshotLogFraction amortises snapshots (cluster.Config); 0 keeps
+	// Raft's every-SnapshotThreshold-entries rule.
+	SnapshotLogFraction float64
 
 	Logger hclog.Logger
 }
@@ -126,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if _, ok := api.OperatorSecret(c.Tokens); len(c.Tokens) > 0 && !ok {
 		return errors.New("the token file holds no operator token, and the node's own runner writes with one: add a line `operator <token>` (or a bare `<token>`)")
+	}
+	if c.SnapshotLogFraction < 0 {
+		return errors.New("--snapshot-log-fraction must not be negative")
 	}
 	if c.RetainStopped < 0 {
 		return errors.New("--retain-stopped must not be negative (0 keeps stopped sessions for good)")

@@ -98,10 +98,10 @@ func Start(cfg Config) (*Node, error) {
 		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Voter: cfg.Voter,
 		DeadServerGrace:   cfg.DeadServerGrace,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs,
-		Observer:     m,
-		Logger:       logger,
-		GossipKeys:   sec.gossipKeys, TLS: sec.tls,
+		TrailingLogs: cfg.TrailingLogs, SnapshotLogFraction: cfg.SnapshotLogFraction,
+		Observer:   m,
+		Logger:     logger,
+		GossipKeys: sec.gossipKeys, TLS: sec.tls,
 	}, f)
 	if err != nil {
 		ln.Close()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 )
 
 // BenchmarkRestartNode: a follower of a fleet holding 200,000 events of
-// 256 bytes (200 appends of 1,000 events) is shut down cleanly and started
+// 256 bytes (200 appends of 1,000 events; FAK_RESTART_EVENTS=N makes it N) is shut down cleanly and started
 // again, until its replica has applied what the leader had committed when
 // it stopped: "kept", continuing from the database its clean shutdown
 // kept; "rebuilt", its database removed first, as a crash leaves it
@@ -34,7 +35,11 @@ func BenchmarkRestartNode(b *testing.B) {
 	for i := range evs {
 		evs[i] = &fakv1.EventInput{Kind: "note", Text: text}
 	}
-	for i := 0; i < 200; i++ {
+	calls := 200
+	if v, err := strconv.Atoi(os.Getenv("FAK_RESTART_EVENTS")); err == nil && v >= 1000 {
+		calls = v / 1000
+	}
+	for i := 0; i < calls; i++ {
 		if _, err := cl.AppendEvents(context.Background(), connect.NewRequest(&fakv1.AppendEventsRequest{
 			SessionId: r.Msg.Session.SessionId, Events: evs,
 		})); err != nil {

@@ -135,7 +135,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxCallsPerCaller, "max-calls-per-caller", api.DefaultMaxCallsPerCaller,
 		"unary API calls one caller (bearer token, or IP address without one) may have in flight on this node (-1: no limit)")
 	fs.DurationVar(&cfg.DeadServerGrace, "dead-server-grace", cluster.DefaultDeadServerGrace, "remove a server from Raft after it has been dead this long")
-	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots, at least")
+	fs.Float64Var(&cfg.SnapshotLogFraction, "snapshot-log-fraction", cluster.DefaultSnapshotLogFraction,
+		"snapshot only once the log since the last is this fraction of the state's size, so snapshots cost in proportion to what is written (0: every --snapshot-threshold entries)")
 	fs.DurationVar(&cfg.EchoTurn, "echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
 	fs.Var(&labels, "label", "node label k=v for placement constraints (repeatable)")
 	fs.Var(uint32Value{&cfg.Capacity}, "capacity", "most sessions placed on this node (0: unlimited)")

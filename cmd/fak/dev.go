@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/node"
 	"github.com/fak-dev/fak/node/runner/echo"
 )
@@ -68,22 +69,23 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	for i := 0; i < *nodes; i++ {
 		name := fmt.Sprintf("n%d", i+1)
 		n, err := node.Start(node.Config{
-			Name:            name,
-			DataDir:         filepath.Join(*dir, name),
-			APIAddr:         fmt.Sprintf("127.0.0.1:%d", devAPIPortBase+i),
-			RaftAddr:        fmt.Sprintf("127.0.0.1:%d", devRaftPortBase+i),
-			GossipAddr:      join[i],
-			BootstrapExpect: *nodes,
-			Join:            join,
-			Voter:           true,
-			Tokens:          []api.Token{api.OperatorToken(token)},
-			MaxEventBytes:   api.DefaultMaxEventBytes,
-			EchoTurn:        *echoTurn,
-			TokenFile:       tokenPath,
-			Runtimes:        blocks.Runtimes,
-			Accounts:        blocks.Accounts,
-			RecoverAfter:    *recoverAfter,
-			Logger:          logger,
+			Name:                name,
+			DataDir:             filepath.Join(*dir, name),
+			APIAddr:             fmt.Sprintf("127.0.0.1:%d", devAPIPortBase+i),
+			RaftAddr:            fmt.Sprintf("127.0.0.1:%d", devRaftPortBase+i),
+			GossipAddr:          join[i],
+			BootstrapExpect:     *nodes,
+			Join:                join,
+			Voter:               true,
+			Tokens:              []api.Token{api.OperatorToken(token)},
+			MaxEventBytes:       api.DefaultMaxEventBytes,
+			EchoTurn:            *echoTurn,
+			TokenFile:           tokenPath,
+			Runtimes:            blocks.Runtimes,
+			Accounts:            blocks.Accounts,
+			RecoverAfter:        *recoverAfter,
+			SnapshotLogFraction: cluster.DefaultSnapshotLogFraction,
+			Logger:              logger,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "fak dev: start %s: %v\n", name, err)

@@ -1,0 +1,50 @@
+package cluster
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Amortised snapshots. Raft's own rule takes a snapshot every
+// SnapshotThreshold entries, and every snapshot copies the whole state: a
+// cost that grows with everything ever written while the entries between
+// snapshots stay the same. With SnapshotLogFraction, a node snapshots only
+// once the log applied since its last snapshot is that fraction of the
+// state that snapshot copied (and at least SnapshotThreshold entries
+// long), so each copy is paid for by new log in proportion: the state
+// grows by at least that fraction between snapshots, and at 1.0 all
+// snapshots together write about twice the final state (1 + 1/2 + …). The trailing log
+// Raft keeps after one (TrailingLogs) is unchanged, so a follower briefly
+// behind still catches up from the log.
+
+// snapshotDue reports whether the log since the last snapshot is long
+// enough, in entries and in bytes (against the state that snapshot
+// copied), for the next.
+func snapshotDue(entries, threshold, logBytes uint64, stateBytes int64, fraction float64) bool {
+	return entries >= threshold && float64(logBytes) >= fraction*float64(stateBytes)
+}
+
+func (c *Cluster) snapshotLoop() {
+	defer c.wg.Done()
+	interval := orDur(c.cfg.SnapshotInterval, DefaultSnapshotInterval)
+	threshold := orU64(c.cfg.SnapshotThreshold, DefaultSnapshotThreshold)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.shutdownCh:
+			return
+		case <-t.C:
+		}
+		last, state := c.fsm.SnapshotIndex(), c.fsm.SnapshotState()
+		applied := c.fsm.AppliedIndex()
+		if applied < last || !snapshotDue(applied-last, threshold, c.fsm.LogBytesSinceSnapshot(), state, c.cfg.SnapshotLogFraction) {
+			continue
+		}
+		if err := c.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			c.logger.Warn("snapshot", "error", err)
+		}
+	}
+}

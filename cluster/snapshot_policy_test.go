@@ -1,0 +1,23 @@
+package cluster
+
+import "testing"
+
+// A snapshot is due once the log since the last holds both the entries
+// and the bytes the policy asks for, whichever comes last.
+func TestSnapshotDue(t *testing.T) {
+	for _, tc := range []struct {
+		entries, threshold, logBytes uint64
+		state                        int64
+		fraction                     float64
+		want                         bool
+	}{
+		{entries: 100, threshold: 100, logBytes: 1 << 20, state: 1 << 20, fraction: 1, want: true},
+		{entries: 99, threshold: 100, logBytes: 1 << 30, state: 1 << 20, fraction: 1, want: false},         // too few entries
+		{entries: 1 << 20, threshold: 100, logBytes: 1<<20 - 1, state: 1 << 20, fraction: 1, want: false}, // too few bytes
+		{entries: 1 << 20, threshold: 100, logBytes: 1 << 19, state: 1 << 20, fraction: 0.5, want: true},
+	} {
+		if got := snapshotDue(tc.entries, tc.threshold, tc.logBytes, tc.state, tc.fraction); got != tc.want {
+			t.Errorf("%+v: due %v, want %v", tc, got, tc.want)
+		}
+	}
+}
