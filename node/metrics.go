@@ -33,6 +33,7 @@ type metrics struct {
 	fsmBatch      prometheus.Histogram
 	snapshotTime  prometheus.Histogram
 	snapshotSize  prometheus.Gauge
+	snapshotBytes prometheus.Counter
 	snapshots     *prometheus.CounterVec
 	commitNudges  *prometheus.CounterVec
 	moves         *prometheus.CounterVec
@@ -83,6 +84,10 @@ func newMetrics() *metrics {
 			Name: "fak_fsm_snapshot_size_bytes",
 			Help: "Size of the last FSM snapshot written.",
 		}),
+		snapshotBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fak_fsm_snapshot_written_bytes_total",
+			Help: "Bytes of every FSM snapshot this node wrote since it started (what amortised snapshots bound).",
+		}),
 		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fak_fsm_snapshots_total",
 			Help: "FSM snapshots written, by outcome (ok, error).",
@@ -115,7 +120,7 @@ func newMetrics() *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(),
 		m.applyDuration, m.applyFailures, m.entryCommands, m.fsmBatch,
-		m.snapshotTime, m.snapshotSize, m.snapshots, m.commitNudges,
+		m.snapshotTime, m.snapshotSize, m.snapshotBytes, m.snapshots, m.commitNudges,
 		m.moves, m.movePhase, m.moveDuration, m.moveWsBytes,
 	)
 	return m
@@ -173,6 +178,7 @@ func (m *metrics) ObserveSnapshot(d time.Duration, size int64, err error) {
 	m.snapshots.WithLabelValues("ok").Inc()
 	m.snapshotTime.Observe(d.Seconds())
 	m.snapshotSize.Set(float64(size))
+	m.snapshotBytes.Add(float64(size))
 }
 
 func (m *metrics) ObserveCommitNudge(err error) {

@@ -56,7 +56,7 @@ func (s *logSink) lineWith(parts ...string) bool {
 
 // scrape fetches a node's /metrics with the given token ("" = none). The
 // fleet is plaintext (no Options.TLS).
-func scrape(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, token string) (int, map[string]*dto.MetricFamily) {
+func scrape(t testing.TB, c *testcluster.Cluster, n *testcluster.Node, token string) (int, map[string]*dto.MetricFamily) {
 	t.Helper()
 	req, err := http.NewRequest("GET", "http://"+n.APIAddr+"/metrics", nil)
 	if err != nil {

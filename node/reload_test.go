@@ -139,15 +139,20 @@ func TestReload_RenewsTheTLSCertificate(t *testing.T) {
 	}
 	before := served()
 
-	renewed, err := c.CA().Node(n.Name, nil, nil)
-	if err != nil {
-		t.Fatal(err)
+	// install replaces the node's certificate files with a new pair of ca.
+	install := func(ca *devca.CA) {
+		t.Helper()
+		pair, err := ca.Node(n.Name, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(certFile)
+		os.Remove(keyFile)
+		if err := pair.Write(certFile, keyFile, false); err != nil {
+			t.Fatal(err)
+		}
 	}
-	os.Remove(certFile)
-	os.Remove(keyFile)
-	if err := renewed.Write(certFile, keyFile, false); err != nil {
-		t.Fatal(err)
-	}
+	install(c.CA())
 	rep, err := n.Running().Reload()
 	if err != nil {
 		t.Fatalf("reload: %v", err)
@@ -163,15 +168,7 @@ func TestReload_RenewsTheTLSCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := other.Node(n.Name, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(certFile)
-	os.Remove(keyFile)
-	if err := foreign.Write(certFile, keyFile, false); err != nil {
-		t.Fatal(err)
-	}
+	install(other)
 	if _, err := n.Running().Reload(); err == nil || !strings.Contains(err.Error(), "not a node certificate of this CA") {
 		t.Fatalf("reload of a foreign certificate: %v", err)
 	}
