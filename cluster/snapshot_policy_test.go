@@ -12,7 +12,7 @@ func TestSnapshotDue(t *testing.T) {
 		want                         bool
 	}{
 		{entries: 100, threshold: 100, logBytes: 1 << 20, state: 1 << 20, fraction: 1, want: true},
-		{entries: 99, threshold: 100, logBytes: 1 << 30, state: 1 << 20, fraction: 1, want: false},         // too few entries
+		{entries: 99, threshold: 100, logBytes: 1 << 30, state: 1 << 20, fraction: 1, want: false},        // too few entries
 		{entries: 1 << 20, threshold: 100, logBytes: 1<<20 - 1, state: 1 << 20, fraction: 1, want: false}, // too few bytes
 		{entries: 1 << 20, threshold: 100, logBytes: 1 << 19, state: 1 << 20, fraction: 0.5, want: true},
 	} {
