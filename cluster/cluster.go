@@ -254,6 +254,7 @@ func (c *Cluster) Status() Status {
 func (c *Cluster) Shutdown() error {
 	var err error
 	c.shutdownOnce.Do(func() {
+		c.snapshotBeforeShutdown()
 		close(c.shutdownCh)
 		c.ready.Store(false)
 		if e := c.gossip.shutdown(); e != nil {

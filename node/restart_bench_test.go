@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/node"
 	"github.com/fak-dev/fak/node/testcluster"
 )
@@ -23,8 +24,13 @@ import (
 // it stopped: "kept", continuing from the database its clean shutdown
 // kept; "rebuilt", its database removed first, as a crash leaves it
 // untrusted (the latest snapshot restored, the log after it replayed).
+// "shutdown" is how long the clean shutdown took (its snapshot, if any).
 func BenchmarkRestartNode(b *testing.B) {
-	c := benchFleet(b, testcluster.Options{})
+	// The agent's snapshot policy (amortised, with a snapshot before a
+	// shutdown that left much log since the last).
+	c := benchFleet(b, testcluster.Options{Configure: func(_ string, cfg *node.Config) {
+		cfg.SnapshotLogFraction = cluster.DefaultSnapshotLogFraction
+	}})
 	leader := c.Leader()
 	cl := c.Sessions(leader)
 	r, err := cl.CreateSession(context.Background(), connect.NewRequest(&fakv1.CreateSessionRequest{Title: "restart"}))
@@ -48,11 +54,15 @@ func BenchmarkRestartNode(b *testing.B) {
 		}
 	}
 	n := c.Followers()[0]
-	var kept, rebuilt []time.Duration
+	var kept, rebuilt, shutdown []time.Duration
 	restart := func(discard bool) time.Duration {
 		target := leader.Running().Cluster().Status().CommitIndex
 		c.WaitFor(30*time.Second, "the follower caught up", func() bool { return n.Running().FSM().AppliedIndex() >= target })
+		stopping := time.Now()
 		c.Stop(n)
+		if !discard {
+			shutdown = append(shutdown, time.Since(stopping))
+		}
 		if discard {
 			if err := os.Remove(filepath.Join(n.DataDir, "fsm.db")); err != nil {
 				b.Fatal(err)
@@ -73,6 +83,7 @@ func BenchmarkRestartNode(b *testing.B) {
 	b.StopTimer()
 	reportP50(b, kept, "kept")
 	reportP50(b, rebuilt, "rebuilt")
+	reportP50(b, shutdown, "shutdown")
 }
 
 func reportP50(b *testing.B, lat []time.Duration, name string) {
