@@ -39,8 +39,12 @@ func (h *sessionHandler) PurgeSession(ctx context.Context, req *connect.Request[
 		})
 }
 
-// AuditLog pages through this replica's audit log.
+// AuditLog pages through the audit log, after a read barrier unless the
+// caller asks for a stale read.
 func (h *clusterHandler) AuditLog(ctx context.Context, req *connect.Request[fakv1.AuditLogRequest]) (*connect.Response[fakv1.AuditLogResponse], error) {
+	if err := h.s.readBarrier(ctx, req.Header(), req.Msg.Consistency); err != nil {
+		return nil, toConnectError(err)
+	}
 	limit := int(req.Msg.Limit)
 	if limit <= 0 || limit > 1000 {
 		limit = 1000

@@ -35,16 +35,16 @@ func TestPurgeAgainstARealFleet(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Purged "+id+": 3 events") || !strings.Contains(out, "(audit #1)") {
 		t.Fatalf("purge: code %d stdout %q stderr %q", code, out, errOut)
 	}
-	for _, n := range fleet.Nodes {
-		if code, _, errOut := runCLI(t, n.APIAddr, "session", "describe", id); code == exitOK || !strings.Contains(errOut, "NOT_FOUND") {
-			t.Fatalf("describe on %s after the purge: code %d stderr %q; want NOT_FOUND", n.Name, code, errOut)
-		}
-	}
-
+	// Read your writes: the follower lists the purge it just forwarded.
 	code, out, errOut = runCLI(t, addr, "audit", "log")
 	if code != exitOK || !strings.Contains(out, "session.purged") || !strings.Contains(out, id) || !strings.Contains(out, "old work") ||
 		!strings.Contains(out, "operator token") {
 		t.Fatalf("audit log: code %d stdout %q stderr %q", code, out, errOut)
+	}
+	for _, n := range fleet.Nodes {
+		if code, _, errOut := runCLI(t, n.APIAddr, "session", "describe", id); code == exitOK || !strings.Contains(errOut, "NOT_FOUND") {
+			t.Fatalf("describe on %s after the purge: code %d stderr %q; want NOT_FOUND", n.Name, code, errOut)
+		}
 	}
 	code, out, _ = runCLI(t, addr, "audit", "log", "-o", "json")
 	var log struct {

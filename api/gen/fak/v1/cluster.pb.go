@@ -26,7 +26,10 @@ type AuditLogRequest struct {
 	// First seq to return (0 or 1: from the start).
 	FromSeq uint64 `protobuf:"varint,1,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
 	// At most this many (0: 1000).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Linearizable by default (a purge just acknowledged is listed);
+	// STALE reads the serving node's replica as it is.
+	Consistency   ReadConsistency `protobuf:"varint,3,opt,name=consistency,proto3,enum=fak.v1.ReadConsistency" json:"consistency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,6 +76,13 @@ func (x *AuditLogRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *AuditLogRequest) GetConsistency() ReadConsistency {
+	if x != nil {
+		return x.Consistency
+	}
+	return ReadConsistency_READ_CONSISTENCY_UNSPECIFIED
 }
 
 type AuditLogResponse struct {
@@ -1302,10 +1312,11 @@ var File_fak_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_fak_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x14fak/v1/cluster.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto\"B\n" +
+	"\x14fak/v1/cluster.proto\x12\x06fak.v1\x1a\x17fak/v1/descriptor.proto\x1a\x11fak/v1/move.proto\x1a\x14fak/v1/session.proto\"}\n" +
 	"\x0fAuditLogRequest\x12\x19\n" +
 	"\bfrom_seq\x18\x01 \x01(\x04R\afromSeq\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"[\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x129\n" +
+	"\vconsistency\x18\x03 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\"[\n" +
 	"\x10AuditLogResponse\x12,\n" +
 	"\aentries\x18\x01 \x03(\v2\x12.fak.v1.AuditEntryR\aentries\x12\x19\n" +
 	"\bnext_seq\x18\x02 \x01(\x04R\anextSeq\"\xa3\x01\n" +
@@ -1446,44 +1457,45 @@ var file_fak_v1_cluster_proto_goTypes = []any{
 	(*OverviewNode)(nil),      // 16: fak.v1.OverviewNode
 	(*OverviewSession)(nil),   // 17: fak.v1.OverviewSession
 	(*OverviewResponse)(nil),  // 18: fak.v1.OverviewResponse
-	(*AuditEntry)(nil),        // 19: fak.v1.AuditEntry
-	(ReadConsistency)(0),      // 20: fak.v1.ReadConsistency
+	(ReadConsistency)(0),      // 19: fak.v1.ReadConsistency
+	(*AuditEntry)(nil),        // 20: fak.v1.AuditEntry
 	(*Label)(nil),             // 21: fak.v1.Label
 	(SessionState)(0),         // 22: fak.v1.SessionState
 	(*Move)(nil),              // 23: fak.v1.Move
 	(*Budget)(nil),            // 24: fak.v1.Budget
 }
 var file_fak_v1_cluster_proto_depIdxs = []int32{
-	19, // 0: fak.v1.AuditLogResponse.entries:type_name -> fak.v1.AuditEntry
-	2,  // 1: fak.v1.MembersResponse.members:type_name -> fak.v1.Member
-	5,  // 2: fak.v1.RaftPeersResponse.peers:type_name -> fak.v1.RaftPeer
-	8,  // 3: fak.v1.StatusResponse.nodes:type_name -> fak.v1.NodeStatus
-	20, // 4: fak.v1.OverviewRequest.consistency:type_name -> fak.v1.ReadConsistency
-	21, // 5: fak.v1.OverviewNode.labels:type_name -> fak.v1.Label
-	22, // 6: fak.v1.OverviewSession.state:type_name -> fak.v1.SessionState
-	23, // 7: fak.v1.OverviewSession.open_move:type_name -> fak.v1.Move
-	24, // 8: fak.v1.OverviewSession.budget_remaining:type_name -> fak.v1.Budget
-	16, // 9: fak.v1.OverviewResponse.nodes:type_name -> fak.v1.OverviewNode
-	17, // 10: fak.v1.OverviewResponse.sessions:type_name -> fak.v1.OverviewSession
-	3,  // 11: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
-	6,  // 12: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
-	9,  // 13: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
-	11, // 14: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
-	13, // 15: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
-	15, // 16: fak.v1.ClusterService.Overview:input_type -> fak.v1.OverviewRequest
-	0,  // 17: fak.v1.ClusterService.AuditLog:input_type -> fak.v1.AuditLogRequest
-	4,  // 18: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
-	7,  // 19: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
-	10, // 20: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
-	12, // 21: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
-	14, // 22: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
-	18, // 23: fak.v1.ClusterService.Overview:output_type -> fak.v1.OverviewResponse
-	1,  // 24: fak.v1.ClusterService.AuditLog:output_type -> fak.v1.AuditLogResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	19, // 0: fak.v1.AuditLogRequest.consistency:type_name -> fak.v1.ReadConsistency
+	20, // 1: fak.v1.AuditLogResponse.entries:type_name -> fak.v1.AuditEntry
+	2,  // 2: fak.v1.MembersResponse.members:type_name -> fak.v1.Member
+	5,  // 3: fak.v1.RaftPeersResponse.peers:type_name -> fak.v1.RaftPeer
+	8,  // 4: fak.v1.StatusResponse.nodes:type_name -> fak.v1.NodeStatus
+	19, // 5: fak.v1.OverviewRequest.consistency:type_name -> fak.v1.ReadConsistency
+	21, // 6: fak.v1.OverviewNode.labels:type_name -> fak.v1.Label
+	22, // 7: fak.v1.OverviewSession.state:type_name -> fak.v1.SessionState
+	23, // 8: fak.v1.OverviewSession.open_move:type_name -> fak.v1.Move
+	24, // 9: fak.v1.OverviewSession.budget_remaining:type_name -> fak.v1.Budget
+	16, // 10: fak.v1.OverviewResponse.nodes:type_name -> fak.v1.OverviewNode
+	17, // 11: fak.v1.OverviewResponse.sessions:type_name -> fak.v1.OverviewSession
+	3,  // 12: fak.v1.ClusterService.Members:input_type -> fak.v1.MembersRequest
+	6,  // 13: fak.v1.ClusterService.RaftPeers:input_type -> fak.v1.RaftPeersRequest
+	9,  // 14: fak.v1.ClusterService.Status:input_type -> fak.v1.StatusRequest
+	11, // 15: fak.v1.ClusterService.Leave:input_type -> fak.v1.LeaveRequest
+	13, // 16: fak.v1.ClusterService.ReadIndex:input_type -> fak.v1.ReadIndexRequest
+	15, // 17: fak.v1.ClusterService.Overview:input_type -> fak.v1.OverviewRequest
+	0,  // 18: fak.v1.ClusterService.AuditLog:input_type -> fak.v1.AuditLogRequest
+	4,  // 19: fak.v1.ClusterService.Members:output_type -> fak.v1.MembersResponse
+	7,  // 20: fak.v1.ClusterService.RaftPeers:output_type -> fak.v1.RaftPeersResponse
+	10, // 21: fak.v1.ClusterService.Status:output_type -> fak.v1.StatusResponse
+	12, // 22: fak.v1.ClusterService.Leave:output_type -> fak.v1.LeaveResponse
+	14, // 23: fak.v1.ClusterService.ReadIndex:output_type -> fak.v1.ReadIndexResponse
+	18, // 24: fak.v1.ClusterService.Overview:output_type -> fak.v1.OverviewResponse
+	1,  // 25: fak.v1.ClusterService.AuditLog:output_type -> fak.v1.AuditLogResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_fak_v1_cluster_proto_init() }

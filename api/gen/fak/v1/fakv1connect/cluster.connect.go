@@ -68,8 +68,7 @@ type ClusterServiceClient interface {
 	// Overview is the whole fleet in one answer: every node (gossip, Raft
 	// role, lag, sessions hosted, capacity) and a page of sessions.
 	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
-	// AuditLog reads the fleet's audit log (purges), oldest first, from
-	// this node's replica.
+	// AuditLog reads the fleet's audit log (purges), oldest first.
 	AuditLog(context.Context, *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error)
 }
 
@@ -197,8 +196,7 @@ type ClusterServiceHandler interface {
 	// Overview is the whole fleet in one answer: every node (gossip, Raft
 	// role, lag, sessions hosted, capacity) and a page of sessions.
 	Overview(context.Context, *connect.Request[v1.OverviewRequest]) (*connect.Response[v1.OverviewResponse], error)
-	// AuditLog reads the fleet's audit log (purges), oldest first, from
-	// this node's replica.
+	// AuditLog reads the fleet's audit log (purges), oldest first.
 	AuditLog(context.Context, *connect.Request[v1.AuditLogRequest]) (*connect.Response[v1.AuditLogResponse], error)
 }
 
