@@ -134,3 +134,11 @@ func cacheLineageToAPI(l *fsmpb.CacheLineage) *fakv1.CacheLineage {
 	}
 	return &fakv1.CacheLineage{ProviderThread: l.ProviderThread, Cache: l.Cache, Why: l.Why}
 }
+
+// AuditEntryToAPI converts an audit entry for clients.
+func AuditEntryToAPI(e *fsmpb.AuditEntry) *fakv1.AuditEntry {
+	return &fakv1.AuditEntry{
+		Seq: e.Seq, TimeUnixNano: e.TimeUnixNano, Kind: e.Kind, SessionId: e.SessionId, Cause: e.Cause, By: e.By,
+		Title: e.Title, Events: e.Events, Bytes: e.Bytes, StoppedUnixNano: e.StoppedUnixNano,
+	}
+}

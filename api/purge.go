@@ -63,11 +63,3 @@ func (h *clusterHandler) AuditLog(ctx context.Context, req *connect.Request[fakv
 	}
 	return connect.NewResponse(resp), nil
 }
-
-// AuditEntryToAPI converts an audit entry for clients.
-func AuditEntryToAPI(e *fsmpb.AuditEntry) *fakv1.AuditEntry {
-	return &fakv1.AuditEntry{
-		Seq: e.Seq, TimeUnixNano: e.TimeUnixNano, Kind: e.Kind, SessionId: e.SessionId, Cause: e.Cause, By: e.By,
-		Title: e.Title, Events: e.Events, Bytes: e.Bytes, StoppedUnixNano: e.StoppedUnixNano,
-	}
-}

@@ -140,22 +140,3 @@ func (f *FSM) Discard(why string) error {
 	f.applied.Store(0)
 	return nil
 }
-
-// LogBytesSinceSnapshot is the size of the log entries applied since the
-// last snapshot was taken (or since the FSM opened).
-func (f *FSM) LogBytesSinceSnapshot() uint64 { return f.logBytes.Load() - f.snapBytes.Load() }
-
-// SnapshotIndex is the applied index of the last snapshot taken since the
-// FSM opened (0: none yet).
-func (f *FSM) SnapshotIndex() uint64 { return f.snapIndex.Load() }
-
-// SnapshotState is the size of the state the last snapshot copied (or,
-// before one, of the state as the FSM opened).
-func (f *FSM) SnapshotState() int64 { return f.snapState.Load() }
-
-// StateBytes is the size of the database: what a snapshot copies.
-func (f *FSM) StateBytes() (int64, error) {
-	var n int64
-	err := f.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
-	return n, err
-}

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/binary"
 
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
@@ -121,15 +120,10 @@ var keyPurgedBytes = []byte("purged_bytes")
 
 func purgedKey(cause string) []byte { return []byte("purged_" + cause) }
 
-func metaCounter(meta *bolt.Bucket, key []byte) uint64 {
-	if v := meta.Get(key); len(v) == 8 {
-		return binary.BigEndian.Uint64(v)
-	}
-	return 0
-}
+func metaCounter(meta *bolt.Bucket, key []byte) uint64 { return readU64(meta.Get(key)) }
 
 func addMetaCounter(meta *bolt.Bucket, key []byte, n uint64) {
-	if err := meta.Put(key, binary.BigEndian.AppendUint64(nil, metaCounter(meta, key)+n)); err != nil {
+	if err := meta.Put(key, u64(metaCounter(meta, key)+n)); err != nil {
 		panic("fsm: meta counter: " + err.Error())
 	}
 }
@@ -140,7 +134,7 @@ func (f *FSM) Audit(from uint64, limit int) ([]*fsmpb.AuditEntry, error) {
 	var out []*fsmpb.AuditEntry
 	err := f.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
-		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil && len(out) < limit; k, v = c.Next() {
+		for k, v := c.Seek(u64(from)); k != nil && len(out) < limit; k, v = c.Next() {
 			e := &fsmpb.AuditEntry{}
 			if err := proto.Unmarshal(v, e); err != nil {
 				return err
@@ -171,13 +165,13 @@ func (a *applier) appendAudit(e *fsmpb.AuditEntry) {
 	b := a.tx.Bucket(bucketAudit)
 	e.Seq = 1
 	if k, _ := b.Cursor().Last(); k != nil {
-		e.Seq = binary.BigEndian.Uint64(k) + 1
+		e.Seq = readU64(k) + 1
 	}
 	raw, err := proto.Marshal(e)
 	if err != nil {
 		panic("fsm: encode audit entry: " + err.Error())
 	}
-	if err := b.Put(binary.BigEndian.AppendUint64(nil, e.Seq), raw); err != nil {
+	if err := b.Put(u64(e.Seq), raw); err != nil {
 		panic("fsm: put audit entry: " + err.Error())
 	}
 }

@@ -26,6 +26,9 @@ type ReloadReport struct {
 // Reload re-reads the tokens file and the TLS files the node started with.
 func (n *Node) Reload() (ReloadReport, error) {
 	var rep ReloadReport
+	if n.cfg.TokenFile == "" && n.tls == nil {
+		return rep, errors.New("reload: the node has no tokens file and no TLS files to reload")
+	}
 	var tokens []api.Token
 	if n.cfg.TokenFile != "" {
 		var err error
@@ -51,9 +54,6 @@ func (n *Node) Reload() (ReloadReport, error) {
 		secret, _ := api.OperatorSecret(tokens)
 		n.token.set(secret)
 		rep.Tokens = len(tokens)
-	}
-	if n.cfg.TokenFile == "" && n.tls == nil {
-		return rep, errors.New("reload: the node has no tokens file and no TLS files to reload")
 	}
 	n.logger.Info("reloaded", "tokens", rep.Tokens, "tls_serial", rep.TLSSerial, "tls_not_after", rep.TLSNotAfter)
 	return rep, nil

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/cluster"
 	"github.com/fak-dev/fak/node"
 	"github.com/fak-dev/fak/node/testcluster"
@@ -37,22 +38,11 @@ func BenchmarkRestartNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	text := strings.Repeat("x", 256)
-	evs := make([]*fakv1.EventInput, 1000)
-	for i := range evs {
-		evs[i] = &fakv1.EventInput{Kind: "note", Text: text}
-	}
 	calls := 200
 	if v, err := strconv.Atoi(os.Getenv("FAK_RESTART_EVENTS")); err == nil && v >= 1000 {
 		calls = v / 1000
 	}
-	for i := 0; i < calls; i++ {
-		if _, err := cl.AppendEvents(context.Background(), connect.NewRequest(&fakv1.AppendEventsRequest{
-			SessionId: r.Msg.Session.SessionId, Events: evs,
-		})); err != nil {
-			b.Fatal(err)
-		}
-	}
+	appendThousands(b, cl, r.Msg.Session.SessionId, calls)
 	n := c.Followers()[0]
 	var kept, rebuilt, shutdown []time.Duration
 	restart := func(discard bool) time.Duration {
@@ -113,17 +103,7 @@ func BenchmarkSnapshotBytes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				evs := make([]*fakv1.EventInput, 1000)
-				for i := range evs {
-					evs[i] = &fakv1.EventInput{Kind: "note", Text: strings.Repeat("x", 256)}
-				}
-				for j := 0; j < 500; j++ {
-					if _, err := cl.AppendEvents(context.Background(), connect.NewRequest(&fakv1.AppendEventsRequest{
-						SessionId: r.Msg.Session.SessionId, Events: evs,
-					})); err != nil {
-						b.Fatal(err)
-					}
-				}
+				appendThousands(b, cl, r.Msg.Session.SessionId, 500)
 				time.Sleep(time.Second) // the last policy checks
 				state, err := leader.Running().FSM().StateBytes()
 				if err != nil {
@@ -139,5 +119,18 @@ func BenchmarkSnapshotBytes(b *testing.B) {
 				c.StopAll()
 			}
 		})
+	}
+}
+
+// appendThousands appends calls appends of 1,000 notes of 256 bytes.
+func appendThousands(b *testing.B, cl fakv1connect.SessionServiceClient, id string, calls int) {
+	evs := make([]*fakv1.EventInput, 1000)
+	for i := range evs {
+		evs[i] = &fakv1.EventInput{Kind: "note", Text: strings.Repeat("x", 256)}
+	}
+	for i := 0; i < calls; i++ {
+		if _, err := cl.AppendEvents(context.Background(), connect.NewRequest(&fakv1.AppendEventsRequest{SessionId: id, Events: evs})); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
