@@ -161,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 		// Responses are small; gzip-compressing each one cost ~8% of the
 		// CPU of a loaded fleet. Large pages (ReadEvents) still compress.
 		connect.WithCompressMinBytes(8 << 10),
+		connect.WithCompression("gzip", newGzipReader, newFastGzipWriter),
 	}
 	mux := http.NewServeMux()
 	mux.Handle(fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, opts...))

@@ -102,7 +102,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 
 // isolateEnv keeps the caller's environment and working directory, which
 // may hold a .fak-dev/token, out of a test.
-func isolateEnv(t *testing.T) {
+func isolateEnv(t testing.TB) {
 	t.Helper()
 	for _, key := range []string{"FAK_ADDR", "FAK_TOKEN", "FAK_TOKEN_FILE", "FAK_CACERT", "FAK_CLIENT_CERT", "FAK_CLIENT_KEY", "FAK_TLS_SERVER_NAME"} {
 		t.Setenv(key, "")

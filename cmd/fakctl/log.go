@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -37,26 +38,40 @@ func sessionLogCommand(fs *flag.FlagSet) runFunc {
 		if *from == 0 {
 			return usageErrorf("--from must be at least 1")
 		}
-		emit := c.printEvent
-		if c.jsonOutput() {
-			emit = func(ev *fakv1.Event) error { return printMessageLine(c.stdout, ev) }
-		}
 		if *follow {
-			return followEvents(ctx, c.sessionClient(), args[0], *from-1, emit, c.stderr)
+			return followEvents(ctx, c.sessionClient(), args[0], *from-1, c.eventPrinter(c.stdout), c.stderr)
 		}
-		return readEvents(ctx, c.sessionClient(), args[0], *from, readConsistency(*stale), emit)
+		// A page is printed in one write: a million events are not a
+		// million system calls.
+		out := bufio.NewWriterSize(c.stdout, 64<<10)
+		emit := c.eventPrinter(out)
+		page := func(events []*fakv1.Event) error {
+			for _, ev := range events {
+				if err := emit(ev); err != nil {
+					return err
+				}
+			}
+			return out.Flush()
+		}
+		return readEventPages(ctx, c.sessionClient(), args[0], *from, readConsistency(*stale), page)
 	}
 }
 
-// printEvent writes "SEQ  TIME  KIND  SUMMARY" on one line; the summary is
-// the one every client prints for the event (journal.Summary).
-func (c *cli) printEvent(ev *fakv1.Event) error {
-	_, err := fmt.Fprintf(c.stdout, "%d  %s  %s  %s\n",
-		ev.GetSeq(),
-		formatClock(ev.GetTimeUnixNano()),
-		ev.GetKind(),
-		escapeText(journal.Summary(ev)))
-	return err
+// eventPrinter prints one event per line to w: "SEQ  TIME  KIND  SUMMARY"
+// (the summary every client prints for the event, journal.Summary), or
+// with -o json the event as JSON.
+func (c *cli) eventPrinter(w io.Writer) func(*fakv1.Event) error {
+	if c.jsonOutput() {
+		return func(ev *fakv1.Event) error { return printMessageLine(w, ev) }
+	}
+	return func(ev *fakv1.Event) error {
+		_, err := fmt.Fprintf(w, "%d  %s  %s  %s\n",
+			ev.GetSeq(),
+			formatClock(ev.GetTimeUnixNano()),
+			ev.GetKind(),
+			escapeText(journal.Summary(ev)))
+		return err
+	}
 }
 
 // readEvents prints the events from seq from up to the journal head as the
@@ -64,35 +79,79 @@ func (c *cli) printEvent(ev *fakv1.Event) error {
 func readEvents(ctx context.Context, client fakv1connect.SessionServiceClient, sessionID string,
 	from uint64, consistency fakv1.ReadConsistency, emit func(*fakv1.Event) error,
 ) error {
-	for {
-		callCtx, cancel := unaryContext(ctx)
-		resp, err := client.ReadEvents(callCtx, connect.NewRequest(&fakv1.ReadEventsRequest{
-			SessionId:   sessionID,
-			FromSeq:     from,
-			Limit:       readPageSize,
-			Consistency: consistency,
-		}))
-		cancel()
-		if err != nil {
-			return err
-		}
-		events := resp.Msg.GetEvents()
+	return readEventPages(ctx, client, sessionID, from, consistency, func(events []*fakv1.Event) error {
 		for _, ev := range events {
 			if err := emit(ev); err != nil {
 				return err
 			}
 		}
+		return nil
+	})
+}
+
+// readEventPages hands page the events from seq from up to the journal
+// head as the last page reported it, a page at a time. The next page is
+// asked for as soon as a page arrives, so the node reads it while this
+// one is printed.
+func readEventPages(ctx context.Context, client fakv1connect.SessionServiceClient, sessionID string,
+	from uint64, consistency fakv1.ReadConsistency, page func([]*fakv1.Event) error,
+) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // abandons a page asked for ahead
+	next := readPageAsync(ctx, client, sessionID, from, consistency)
+	for {
+		resp := <-next
+		if resp.err != nil {
+			return resp.err
+		}
+		events := resp.msg.GetEvents()
 		// An empty page ends the read even below the head, so a server that
 		// skips sequence numbers cannot make us loop forever.
 		if len(events) == 0 {
 			return nil
 		}
 		last := events[len(events)-1].GetSeq()
-		if last >= resp.Msg.GetHeadSeq() {
+		done := last >= resp.msg.GetHeadSeq()
+		if !done {
+			next = readPageAsync(ctx, client, sessionID, last+1, consistency)
+		}
+		if err := page(events); err != nil {
+			return err
+		}
+		if done {
 			return nil
 		}
-		from = last + 1
 	}
+}
+
+// pageResult is one ReadEvents answer.
+type pageResult struct {
+	msg *fakv1.ReadEventsResponse
+	err error
+}
+
+// readPageAsync asks for the page of events from seq from; the answer
+// arrives on the returned channel.
+func readPageAsync(ctx context.Context, client fakv1connect.SessionServiceClient, sessionID string,
+	from uint64, consistency fakv1.ReadConsistency,
+) <-chan pageResult {
+	ch := make(chan pageResult, 1)
+	go func() {
+		callCtx, cancel := unaryContext(ctx)
+		defer cancel()
+		resp, err := client.ReadEvents(callCtx, connect.NewRequest(&fakv1.ReadEventsRequest{
+			SessionId:   sessionID,
+			FromSeq:     from,
+			Limit:       readPageSize,
+			Consistency: consistency,
+		}))
+		if err != nil {
+			ch <- pageResult{err: err}
+			return
+		}
+		ch <- pageResult{msg: resp.Msg}
+	}()
+	return ch
 }
 
 // followEvents prints the events after seq after, then live ones, until ctx

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,25 @@ func TestFormatters(t *testing.T) {
 	ts := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	if got := formatTime(ts.UnixNano()); got != ts.Local().Format(time.RFC3339) {
 		t.Errorf("time = %q", got)
+	}
+}
+
+// compactJSON must agree with json.Compact on whatever protojson writes,
+// whitespace inside strings and escaped quotes included.
+func TestCompactJSON_MatchesJSONCompact(t *testing.T) {
+	for _, in := range []string{
+		`{}`,
+		`{"a": 1, "b": [1, 2, {"c": "x y"}]}`,
+		"{\n  \"text\": \"a \\\" quoted \\\\ \\\"  space\",\n  \"n\": -1.5e3\n}",
+		`{"s": "tab\there", "u": "\u00e9 \n", "e": ""}`,
+		`[ "\\", " ", "\\\"" ]`,
+	} {
+		var want bytes.Buffer
+		if err := json.Compact(&want, []byte(in)); err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if got := compactJSON([]byte(in)); string(got) != want.String() {
+			t.Errorf("compactJSON(%q) = %q, want %q", in, got, want.String())
+		}
 	}
 }
