@@ -106,6 +106,11 @@ recover_after = "2m"
 # in the audit log (fakctl audit log). Unset or "0": keep them for good.
 # retain_stopped = "30d"
 
+# The Go memory (heap, stacks) the node keeps near while its live heap is
+# small; above two thirds of it the limit follows 1.5× the live heap. "0"
+# lifts it; GOMEMLIMIT in the environment wins.
+memory_target = "56MiB"
+
 # SIGTERM (systemctl stop) stops the node without leaving the cluster, so a
 # restarted fleet keeps its Raft configuration. Set true on a node you are
 # retiring, or run `fakctl operator raft remove-peer` after it is gone.

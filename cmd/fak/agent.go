@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -117,6 +118,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		providers        stringList
 		models           stringList
 		gossipKeys       stringList
+		memoryTarget     int64 = defaultMemoryTarget
 	)
 	fs.StringVar(&cfg.Name, "name", "", "node name: its stable identity in Raft and gossip (required)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, snapshots and state (required)")
@@ -152,6 +154,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "node private key (PEM) for --tls-cert")
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificate (PEM) that signs every node and client certificate of the fleet")
 	fs.BoolVar(&leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster gracefully before exiting")
+	fs.Var(byteSizeValue{&memoryTarget}, "memory-target", "keep the process's Go memory near this size while its live heap is under two thirds of it, then at 1.5× the live heap (e.g. 56MiB; 0: no limit; GOMEMLIMIT in the environment wins)")
 	fs.StringVar(&pprofAddr, "pprof-addr", "", "serve Go's net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines")
@@ -200,6 +203,9 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fak agent:", err)
 		return 1
 	}
+	memCtx, stopMem := context.WithCancel(context.Background())
+	defer stopMem()
+	logger.Info("memory target", "target", startMemoryGovernor(memCtx, memoryTarget, logger))
 	return waitForSignals([]*node.Node{n}, leaveOnTerminate, stderr)
 }
 

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// defaultMemoryTarget is what a node's Go memory (heap, stacks, runtime)
+// is kept near while its live heap is small. A node's state lives in
+// bbolt, mapped from its file rather than held in anonymous memory, so
+// the heap is mostly what requests allocate; with the collector tuned for
+// CPU (defaultGCPercent) the heap would grow to five times what is live
+// (150–190 MB per node after a 64-client load) without a limit.
+const defaultMemoryTarget = 56 << 20
+
+// memoryGovernInterval is how often the limit follows the live heap.
+const memoryGovernInterval = 2 * time.Second
+
+// governMemory sets the runtime's soft memory limit to target and, until
+// ctx ends, raises it to 1.5× the live heap whenever that is more: a
+// fixed limit under a live heap that nears it makes the collector run
+// back to back, while at 1.5× it costs at most what GOGC=50 would. A
+// GOMEMLIMIT in the environment wins (governMemory is not called).
+func governMemory(ctx context.Context, target int64, logger hclog.Logger) {
+	debug.SetMemoryLimit(target)
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	limit := target
+	t := time.NewTicker(memoryGovernInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			continue
+		}
+		live := sample[0].Value.Uint64()
+		want := memoryLimitFor(target, live)
+		if want != limit {
+			if (want > target) != (limit > target) {
+				logger.Info("memory limit follows the live heap", "limit", formatBytes(want), "live_heap", formatBytes(int64(live)), "target", formatBytes(target))
+			}
+			debug.SetMemoryLimit(want)
+			limit = want
+		}
+	}
+}
+
+// memoryLimitFor is the limit for a live heap: the target, or 1.5× the
+// live heap when that is more.
+func memoryLimitFor(target int64, live uint64) int64 {
+	l := min(live, math.MaxInt64/2) // no overflow below
+	return max(target, int64(l+l/2))
+}
+
+// startMemoryGovernor applies the agent's memory target unless GOMEMLIMIT
+// is set or the target is 0 (off), and returns what it did for the log.
+func startMemoryGovernor(ctx context.Context, target int64, logger hclog.Logger) string {
+	switch {
+	case os.Getenv("GOMEMLIMIT") != "":
+		return "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")
+	case target <= 0:
+		return "off"
+	}
+	go governMemory(ctx, target, logger)
+	return formatBytes(target)
+}
+
+// byteSizeValue is a flag of a size in bytes: a count, or one with a unit
+// (KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024).
+type byteSizeValue struct{ p *int64 }
+
+var byteUnits = []struct {
+	suffix string
+	scale  int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+}
+
+func (v byteSizeValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return formatBytes(*v.p)
+}
+
+func (v byteSizeValue) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	scale := int64(1)
+	num := s
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, scale = strings.TrimSpace(rest), u.scale
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/scale {
+		return 0, fmt.Errorf("%q is not a size in bytes (e.g. 64MiB, 100MB, 0)", s)
+	}
+	return n * scale, nil
+}
+
+// formatBytes writes n in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	for i := 2; i >= 0; i-- {
+		if u := byteUnits[i]; n >= u.scale && n%u.scale == 0 {
+			return strconv.FormatInt(n/u.scale, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
