@@ -29,7 +29,10 @@ type Cluster struct {
 	logStore  *raftboltdb.BoltStore
 	// snapshots is Raft's snapshot store, read by VerifyReplay.
 	snapshots raft.SnapshotStore
-	gossip    *gossip
+	// snapshotUnpaced: snapshots are written as fast as they can be (the
+	// one before a clean shutdown), not at SnapshotRate.
+	snapshotUnpaced atomic.Bool
+	gossip          *gossip
 	// gossipRef is gossip for Raft's transport goroutines, which may ask
 	// ServerAddr before New has finished.
 	gossipRef atomic.Pointer[gossip]

@@ -55,6 +55,10 @@ type Config struct {
 	// state's size (and SnapshotThreshold entries). 0: every
 	// SnapshotThreshold entries, Raft's own rule.
 	SnapshotLogFraction float64
+	// SnapshotRate paces the copy of a snapshot a node takes while it
+	// serves, in bytes a second (snapshot_pace.go); 0: unpaced (the agent
+	// defaults to DefaultSnapshotRate).
+	SnapshotRate int64
 
 	// Observer receives apply, batch and snapshot measurements (nil: none).
 	Observer Observer
@@ -89,6 +93,12 @@ const (
 	// write stay within about twice the final state (1 + 1/2 + 1/4 + …).
 	DefaultSnapshotLogFraction = 1.0
 	DefaultDeadServerGrace     = 2 * time.Minute
+	// DefaultSnapshotRate: at 16 MiB/s three nodes snapshotting a 110 MB
+	// state together kept the p99 of writes in that time within 1.4–1.5×
+	// of the p99 outside it (32 MiB/s: 1.7×, unpaced: 16–20×), for
+	// 14–16 s a snapshot. The copy's CPU and disk are background work;
+	// what waits for it is only the log's compaction.
+	DefaultSnapshotRate = 16 << 20
 
 	// logCacheSize: the last entries kept decoded for replication, which
 	// reads back what was just appended. An entry carries a batch of

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -50,15 +51,21 @@ func (c *Config) observer() Observer {
 // the same FSM, with ApplyBatch sizes and snapshot persistence measured.
 type observedFSM struct {
 	*fsm.FSM
-	obs Observer
+	obs  Observer
+	pace func(raft.SnapshotSink) raft.SnapshotSink
 }
 
 // raftFSM is what setupRaft hands to Raft.
 func (c *Cluster) raftFSM() raft.FSM {
-	if c.cfg.Observer == nil {
+	if c.fsm == nil {
 		return c.fsm
 	}
-	return &observedFSM{FSM: c.fsm, obs: c.cfg.Observer}
+	return &observedFSM{FSM: c.fsm, obs: c.cfg.observer(), pace: c.paceSnapshot}
+}
+
+// paceSnapshot is the sink a snapshot's copy is written through.
+func (c *Cluster) paceSnapshot(sink raft.SnapshotSink) raft.SnapshotSink {
+	return newPacedSink(sink, c.cfg.SnapshotRate, &c.snapshotUnpaced, filepath.Join(c.cfg.DataDir, "raft", "snapshots"))
 }
 
 func (o *observedFSM) ApplyBatch(logs []*raft.Log) []interface{} {
@@ -71,19 +78,20 @@ func (o *observedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &observedSnapshot{FSMSnapshot: s, obs: o.obs}, nil
+	return &observedSnapshot{FSMSnapshot: s, obs: o.obs, pace: o.pace}, nil
 }
 
 type observedSnapshot struct {
 	raft.FSMSnapshot
-	obs Observer
+	obs  Observer
+	pace func(raft.SnapshotSink) raft.SnapshotSink
 }
 
 // Persist measures the streaming of the snapshot, the costly part (taking
 // it is a read transaction).
 func (s *observedSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
-	cs := &countingSink{SnapshotSink: sink}
+	cs := &countingSink{SnapshotSink: s.pace(sink)}
 	err := s.FSMSnapshot.Persist(cs)
 	s.obs.ObserveSnapshot(time.Since(start), cs.n, err)
 	return err

@@ -63,6 +63,8 @@ const (
 )
 
 func (c *Cluster) snapshotBeforeShutdown() {
+	// Shutting down, a snapshot in progress or this one serves no one.
+	c.snapshotUnpaced.Store(true)
 	if c.fsm == nil || c.raft == nil || c.cfg.SnapshotLogFraction == 0 {
 		return
 	}

@@ -106,6 +106,11 @@ recover_after = "2m"
 # in the audit log (fakctl audit log). Unset or "0": keep them for good.
 # retain_stopped = "30d"
 
+# How fast a snapshot is copied while the node serves (bytes a second), so
+# writes are not held up behind it; the one before a clean shutdown is not
+# paced. "0": as fast as it can.
+snapshot_rate = "16MiB"
+
 # The Go memory (heap, stacks) the node keeps near while its live heap is
 # small; above two thirds of it the limit follows 1.5× the live heap. "0"
 # lifts it; GOMEMLIMIT in the environment wins.

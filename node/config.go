@@ -98,6 +98,9 @@ type Config struct {
 	// SnapshotLogFraction amortises snapshots (cluster.Config); 0 keeps
 	// Raft's every-SnapshotThreshold-entries rule.
 	SnapshotLogFraction float64
+	// SnapshotRate paces a snapshot's copy while the node serves, in
+	// bytes a second (cluster.Config); 0: unpaced.
+	SnapshotRate int64
 
 	Logger hclog.Logger
 }
@@ -129,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if _, ok := api.OperatorSecret(c.Tokens); len(c.Tokens) > 0 && !ok {
 		return errors.New("the token file holds no operator token, and the node's own runner writes with one: add a line `operator <token>` (or a bare `<token>`)")
+	}
+	if c.SnapshotRate < 0 {
+		return errors.New("--snapshot-rate must not be negative")
 	}
 	if c.SnapshotLogFraction < 0 {
 		return errors.New("--snapshot-log-fraction must not be negative")

@@ -98,7 +98,7 @@ func Start(cfg Config) (*Node, error) {
 		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Voter: cfg.Voter,
 		DeadServerGrace:   cfg.DeadServerGrace,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
-		TrailingLogs: cfg.TrailingLogs, SnapshotLogFraction: cfg.SnapshotLogFraction,
+		TrailingLogs: cfg.TrailingLogs, SnapshotLogFraction: cfg.SnapshotLogFraction, SnapshotRate: cfg.SnapshotRate,
 		Observer:   m,
 		Logger:     logger,
 		GossipKeys: sec.gossipKeys, TLS: sec.tls,

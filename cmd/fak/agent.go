@@ -140,6 +140,8 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cluster.DefaultSnapshotThreshold, "Raft log entries between snapshots, at least")
 	fs.Float64Var(&cfg.SnapshotLogFraction, "snapshot-log-fraction", cluster.DefaultSnapshotLogFraction,
 		"snapshot only once the log since the last is this fraction of the state's size, so snapshots cost in proportion to what is written (0: every --snapshot-threshold entries)")
+	cfg.SnapshotRate = cluster.DefaultSnapshotRate
+	fs.Var(byteSizeValue{&cfg.SnapshotRate}, "snapshot-rate", "bytes a second a snapshot is copied at while the node serves, so writes are not held up behind it (e.g. 16MiB; 0: as fast as it can; the one before a clean shutdown is never paced)")
 	fs.DurationVar(&cfg.EchoTurn, "echo-turn", echo.DefaultTurnDuration, "length of one turn of the built-in echo runtime adapter (negative: no pauses)")
 	fs.Var(&labels, "label", "node label k=v for placement constraints (repeatable)")
 	fs.Var(uint32Value{&cfg.Capacity}, "capacity", "most sessions placed on this node (0: unlimited)")

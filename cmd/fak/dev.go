@@ -85,6 +85,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			Accounts:            blocks.Accounts,
 			RecoverAfter:        *recoverAfter,
 			SnapshotLogFraction: cluster.DefaultSnapshotLogFraction,
+			SnapshotRate:        cluster.DefaultSnapshotRate,
 			Logger:              logger,
 		})
 		if err != nil {
