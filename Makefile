@@ -31,7 +31,7 @@ IMAGE         ?= fak:dev
 FLEET_TIMEOUT ?= 90
 
 .PHONY: image fleet-up fleet-down fleet-clean
-.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench bench-runner bench-gateway fuzz clean
+.PHONY: help build test test-chaos-short test-compose run chaos soak generate check-generate lint vet fmt-check buf-lint bench bench-runner bench-gateway bench-etcd fuzz clean
 
 help:
 	@echo "Targets:"
@@ -45,6 +45,7 @@ help:
 	@echo "  lint            go vet, gofmt check and buf lint"
 	@echo "  bench           run the fsm and cluster benchmarks"
 	@echo "  bench-runner    real agents: runner overhead, streaming, 50 model sessions (docs/speed.md)"
+	@echo "  bench-etcd      fak beside etcd v3.7: one client's latency, 64 clients' rate (docs/speed.md)"
 	@echo "  fuzz            run every fuzz target for FUZZTIME (30s) each; make test runs their seed corpora"
 	@echo "  bench-gateway   the metering gateway: overhead at 64 streams, exactness over 10,000 calls (docs/speed.md)"
 	@echo "  image           build the FROM scratch image fak:dev (deploy/Dockerfile) around bin/"
@@ -148,6 +149,13 @@ bench-runner:
 
 bench-gateway:
 	$(GO) test -run '^$$' -bench 'BenchmarkGateway' -benchtime 1x ./node/
+
+# fak and etcd v3.7 side by side (issue 17): raw hashicorp/raft and fak's
+# appends through the API, then etcd (bench/etcd, its own module: three
+# embedded members in one process, like fak's test fleet), in one run.
+bench-etcd:
+	$(GO) test -run '^$$' -bench 'RawRaft|BenchmarkAppend/clients=(1|64)/batch=1$$' -benchtime 3000x ./node/
+	cd bench/etcd && $(GO) run . -puts-1 3000 -puts-64 20000 2>/dev/null
 
 clean:
 	rm -rf $(BIN) chaos-out
