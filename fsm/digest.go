@@ -67,7 +67,7 @@ func txContent(tx *bolt.Tx) (*Content, error) {
 	total := sha256.New()
 	err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 		h := sha256.New()
-		n, err := hashBucket(h, b)
+		n, err := hashBucket(h, b, bytes.Equal(name, bucketMeta))
 		if err != nil {
 			return err
 		}
@@ -88,15 +88,18 @@ func txContent(tx *bolt.Tx) (*Content, error) {
 // hashBucket hashes b's keys and values in key order and returns how many
 // keys it holds. The FSM has no nested buckets; one would be hashed in
 // place, marked, so that it cannot pass for a key with an empty value.
-func hashBucket(h hash.Hash, b *bolt.Bucket) (uint64, error) {
+func hashBucket(h hash.Hash, b *bolt.Bucket, meta bool) (uint64, error) {
 	var n uint64
 	err := b.ForEach(func(k, v []byte) error {
+		if meta && nodeLocal(k) {
+			return nil
+		}
 		n++
 		writeField(h, k)
 		if v == nil {
 			if nested := b.Bucket(k); nested != nil {
 				h.Write([]byte{0xff})
-				_, err := hashBucket(h, nested)
+				_, err := hashBucket(h, nested, false)
 				return err
 			}
 		}
@@ -105,6 +108,13 @@ func hashBucket(h hash.Hash, b *bolt.Bucket) (uint64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// nodeLocal reports a meta key that describes this node's file, not the
+// replicated state (the boot it was opened in, its clean mark): content
+// digests leave it out, so replicas on different machines compare equal.
+func nodeLocal(k []byte) bool {
+	return bytes.Equal(k, keyBoot) || bytes.Equal(k, keyClean)
 }
 
 func writeField(h hash.Hash, b []byte) {
@@ -205,8 +215,18 @@ func diffTx(ta, tb *bolt.Tx) *KeyDiff {
 
 func diffBucket(name string, a, b *bolt.Bucket) *KeyDiff {
 	ca, cb := a.Cursor(), b.Cursor()
+	meta := name == string(bucketMeta)
+	// next skips what content digests leave out.
+	next := func(c *bolt.Cursor, k, v []byte) ([]byte, []byte) {
+		for meta && k != nil && nodeLocal(k) {
+			k, v = c.Next()
+		}
+		return k, v
+	}
 	ka, va := ca.First()
+	ka, va = next(ca, ka, va)
 	kb, vb := cb.First()
+	kb, vb = next(cb, kb, vb)
 	for ka != nil || kb != nil {
 		switch cmp := compareKeys(ka, kb); {
 		case cmp < 0:
@@ -217,7 +237,9 @@ func diffBucket(name string, a, b *bolt.Bucket) *KeyDiff {
 			return &KeyDiff{Bucket: name, Key: bytes.Clone(ka), Kind: DiffValue}
 		}
 		ka, va = ca.Next()
+		ka, va = next(ca, ka, va)
 		kb, vb = cb.Next()
+		kb, vb = next(cb, kb, vb)
 	}
 	return nil
 }

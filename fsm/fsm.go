@@ -75,11 +75,13 @@ func Open(dir string, logger hclog.Logger) (*FSM, error) {
 		logger = hclog.NewNullLogger()
 	}
 	path := filepath.Join(dir, "fsm.db")
-	db, kept, discarded, err := openKept(path)
+	db, kept, crashed, discarded, err := openKept(path)
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case kept > 0 && crashed:
+		logger.Info("fsm: kept the database of a process that did not shut down cleanly; the machine has not restarted since, so every write it made is there", "applied", kept)
 	case kept > 0:
 		logger.Info("fsm: kept the database of a clean shutdown", "applied", kept)
 	case discarded != "":

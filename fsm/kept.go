@@ -9,15 +9,20 @@ import (
 )
 
 // A kept FSM. The database is written without fsync (durability is the
-// Raft log's), so after a crash it cannot be trusted and is rebuilt from
-// the latest snapshot and the log. But a node that shut down cleanly
-// synced it and marked it clean: on the next start it is opened as it is,
-// with the index it applied, and only the log after that index is
-// replayed (raft is told not to restore its snapshot; see cluster). The
-// mark is cleared, synced, as soon as the database is opened, so a crash
-// at any later point leaves it dirty. A database of another format, a
-// dirty one, or one that fails the checks below is discarded (logged),
-// never served.
+// Raft log's). A node that shut down cleanly synced it and marked it
+// clean: on the next start it is opened as it is, with the index it
+// applied, and only the log after that index is replayed (raft is told not
+// to restore its snapshot; see cluster). The mark is cleared, synced, as
+// soon as the database is opened, so a crash at any later point leaves it
+// dirty.
+//
+// A dirty database is still kept when the machine has not restarted since
+// it was opened (the boot it records is this one, bootID): every write it
+// made is then in the page cache, and bbolt commits a transaction by
+// writing its meta page last, so the file holds exactly its last committed
+// transaction, whose applied index is in it. That is a process's crash. After a
+// machine's restart, a database of another format, or one that fails the
+// checks below, it is discarded (logged) and rebuilt, never served.
 
 // stateFormat names the layout of the database; a database of another
 // layout is rebuilt.
@@ -26,24 +31,28 @@ const stateFormat = "fak-fsm/1"
 var (
 	keyFormat = []byte("format")
 	keyClean  = []byte("clean")
+	keyBoot   = []byte("boot") // the boot the database was last opened in
 )
 
 // openKept opens the database at path for a new FSM. It returns the index
-// applied by a kept database (0: a fresh one) and, when one was
-// discarded, why.
-func openKept(path string) (db *bolt.DB, kept uint64, discarded string, err error) {
-	kept, discarded = keptIndex(path)
+// applied by a kept database (0: a fresh one), whether it was kept after
+// a crash, and, when one was discarded, why.
+func openKept(path string) (db *bolt.DB, kept uint64, crashed bool, discarded string, err error) {
+	kept, crashed, discarded = keptIndex(path)
 	if kept == 0 {
 		db, err = freshDB(path)
 	} else {
 		db, err = openDB(path)
 	}
 	if err != nil {
-		return nil, 0, discarded, err
+		return nil, 0, false, discarded, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if err := meta.Put(keyFormat, []byte(stateFormat)); err != nil {
+			return err
+		}
+		if err := putBoot(meta); err != nil {
 			return err
 		}
 		return meta.Delete(keyClean)
@@ -53,27 +62,35 @@ func openKept(path string) (db *bolt.DB, kept uint64, discarded string, err erro
 	}
 	if err != nil {
 		db.Close()
-		return nil, 0, discarded, fmt.Errorf("fsm db %s: %w", path, err)
+		return nil, 0, false, discarded, fmt.Errorf("fsm db %s: %w", path, err)
 	}
-	return db, kept, discarded, nil
+	return db, kept, crashed, discarded, nil
+}
+
+// putBoot records this boot in the meta bucket (none where it cannot be
+// told).
+func putBoot(meta *bolt.Bucket) error {
+	if b := bootID(); b != "" {
+		return meta.Put(keyBoot, []byte(b))
+	}
+	return meta.Delete(keyBoot)
 }
 
 // keptIndex reports the index a database at path applied if it can be
-// kept, else 0 and why not ("" when there was none).
-func keptIndex(path string) (uint64, string) {
+// kept (and whether it is kept after a crash), else 0 and why not (""
+// when there was none).
+func keptIndex(path string) (applied uint64, crashed bool, why string) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return 0, ""
+		return 0, false, ""
 	}
 	if err := checkComplete(path); err != nil {
-		return 0, "incomplete: " + err.Error()
+		return 0, false, "incomplete: " + err.Error()
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 0})
 	if err != nil {
-		return 0, "unreadable: " + err.Error()
+		return 0, false, "unreadable: " + err.Error()
 	}
 	defer db.Close()
-	var applied uint64
-	var why string
 	_ = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		switch {
@@ -81,9 +98,10 @@ func keptIndex(path string) (uint64, string) {
 			why = "no meta bucket"
 		case string(meta.Get(keyFormat)) != stateFormat:
 			why = fmt.Sprintf("format %q, not %q", meta.Get(keyFormat), stateFormat)
-		case string(meta.Get(keyClean)) != "1":
-			why = "not shut down cleanly"
+		case string(meta.Get(keyClean)) != "1" && (len(meta.Get(keyBoot)) == 0 || string(meta.Get(keyBoot)) != bootID()):
+			why = "not shut down cleanly, and the machine has restarted since (its unsynced writes may be lost)"
 		default:
+			crashed = string(meta.Get(keyClean)) != "1"
 			applied = readU64(meta.Get(keyAppliedIndex))
 			if applied == 0 {
 				why = "nothing applied"
@@ -91,12 +109,18 @@ func keptIndex(path string) (uint64, string) {
 		}
 		return nil
 	})
-	return applied, why
+	return applied, crashed && applied > 0, why
 }
 
-// stampFormat records the database's layout.
+// stampFormat records the database's layout, and this boot.
 func stampFormat(db *bolt.DB) error {
-	return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyFormat, []byte(stateFormat)) })
+	return db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Put(keyFormat, []byte(stateFormat)); err != nil {
+			return err
+		}
+		return putBoot(meta)
+	})
 }
 
 // markClean syncs the database and marks it clean: its next open may keep

@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +28,10 @@ import (
 // kept; "rebuilt", its database removed first, as a crash leaves it
 // untrusted (the latest snapshot restored, the log after it replayed).
 // "shutdown" is how long the clean shutdown took (its snapshot, if any).
+// "crashed": the node's data directory as a process killed at that moment
+// leaves it (copied, while the node is idle, from the page cache) replaces
+// what its clean shutdown left, so no snapshot was taken at shutdown and
+// the database was not marked clean; the same boot, so it is kept.
 func BenchmarkRestartNode(b *testing.B) {
 	// The agent's snapshot policy (amortised, with a snapshot before a
 	// shutdown that left much log since the last).
@@ -44,14 +50,27 @@ func BenchmarkRestartNode(b *testing.B) {
 	}
 	appendThousands(b, cl, r.Msg.Session.SessionId, calls)
 	n := c.Followers()[0]
-	var kept, rebuilt, shutdown []time.Duration
-	restart := func(discard bool) time.Duration {
+	var kept, rebuilt, crashed, shutdown []time.Duration
+	restart := func(discard, crash bool) time.Duration {
 		target := leader.Running().Cluster().Status().CommitIndex
 		c.WaitFor(30*time.Second, "the follower caught up", func() bool { return n.Running().FSM().AppliedIndex() >= target })
+		var crashCopy string
+		if crash {
+			crashCopy = filepath.Join(b.TempDir(), "crashed")
+			copyTree(b, n.DataDir, crashCopy)
+		}
 		stopping := time.Now()
 		c.Stop(n)
-		if !discard {
+		if !discard && !crash {
 			shutdown = append(shutdown, time.Since(stopping))
+		}
+		if crash {
+			if err := os.RemoveAll(n.DataDir); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Rename(crashCopy, n.DataDir); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if discard {
 			if err := os.Remove(filepath.Join(n.DataDir, "fsm.db")); err != nil {
@@ -67,13 +86,53 @@ func BenchmarkRestartNode(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		kept = append(kept, restart(false))
-		rebuilt = append(rebuilt, restart(true))
+		// The crash first: a clean shutdown before it would have left a
+		// fresh snapshot, and a crash finds the log the policy left since
+		// the last one.
+		crashed = append(crashed, restart(false, true))
+		kept = append(kept, restart(false, false))
+		rebuilt = append(rebuilt, restart(true, false))
 	}
 	b.StopTimer()
 	reportP50(b, kept, "kept")
+	reportP50(b, crashed, "crashed")
 	reportP50(b, rebuilt, "rebuilt")
 	reportP50(b, shutdown, "shutdown")
+}
+
+// copyTree copies the regular files and directories under src to dst.
+func copyTree(b *testing.B, src, dst string) {
+	b.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o700)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }
 
 func reportP50(b *testing.B, lat []time.Duration, name string) {
