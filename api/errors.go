@@ -49,6 +49,9 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	fsm.ReasonRuntimeDecides:  connect.CodeFailedPrecondition,
 	fsm.ReasonNoSuchRuntime:   connect.CodeFailedPrecondition,
 	fsm.ReasonNotAdmitted:     connect.CodeFailedPrecondition,
+	// This node's build stopped at rules it does not have (fsm/rules.go):
+	// another node, or this one upgraded, can serve.
+	fsm.ReasonRulesUnknown: connect.CodeUnavailable,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

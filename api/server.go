@@ -215,12 +215,16 @@ const readyWait = 2 * time.Second
 
 // ready answers plain JSON: 200 while the node knows a leader and its FSM has
 // applied the commit index it knew of when asked (caught up), else 503 with
-// status "no leader" or "catching up". Unauthenticated, like /v1/health: it
+// status "no leader", "catching up" or "halted: …" (its build lacks the
+// rules of an entry). Unauthenticated, like /v1/health: it
 // carries no data, and health checks have no token.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	st := s.cluster.Status()
 	status, code := "ready", http.StatusOK
 	switch {
+	case s.fsm.Halted() != nil:
+		// Never ready again under this build (fsm/rules.go).
+		status, code = "halted: "+s.fsm.Halted().Error(), http.StatusServiceUnavailable
 	case st.LeaderID == "":
 		status, code = "no leader", http.StatusServiceUnavailable
 	case st.AppliedIndex < st.CommitIndex:

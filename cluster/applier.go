@@ -92,10 +92,12 @@ func (a *applier) stop() {
 func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	start := time.Now()
 	cmd.TimeUnixNano = start.UnixNano()
+	cmd.RuleVersion = fsm.CommandRuleVersion(cmd)
 	cmds := []*fsmpb.Command{cmd}
 	comps := a.companionsOf(cmd)
 	for _, c := range comps {
 		c.Cmd.TimeUnixNano = cmd.TimeUnixNano
+		c.Cmd.RuleVersion = fsm.CommandRuleVersion(c.Cmd)
 		cmds = append(cmds, c.Cmd)
 	}
 	results, err := a.propose(ctx, cmds)

@@ -39,6 +39,9 @@ type FSM struct {
 	db *bolt.DB
 
 	applied atomic.Uint64
+	// halted: the entry this FSM stopped at (rules.go); nil while it
+	// applies.
+	halted atomic.Pointer[HaltError]
 	// kept: the index a database kept from a clean shutdown had applied
 	// (kept.go); entries up to it are not applied again.
 	kept atomic.Uint64
@@ -156,8 +159,13 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if h := f.halted.Load(); h != nil {
+		return haltedResults(logs, out, h)
+	}
 	var written []SessionChange
+	var halt *HaltError
 	commands := false
+	last := logs[len(logs)-1].Index
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		a := newApplier(tx)
 		defer func() { written = a.touched.list }()
@@ -166,13 +174,18 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if l.Type != raft.LogCommand || l.Index <= kept {
 				continue // kept: applied before the restart
 			}
+			rs, needs, unknown := a.applyEntry(l.Data)
+			if unknown {
+				// Never skipped: nothing from here on applies.
+				halt, last = &HaltError{Index: l.Index, Needs: needs}, l.Index-1
+				break
+			}
 			f.logBytes.Add(uint64(len(l.Data)))
-			rs := a.applyEntry(l.Data)
 			out[i] = rs
 			commands = commands || len(rs) > 0
 		}
 		// Entries replayed below a kept index leave it where it was.
-		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(max(logs[len(logs)-1].Index, kept)))
+		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(max(last, kept)))
 	})
 	if err != nil {
 		// The database is local derived state; failing to write it means
@@ -181,9 +194,25 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.logger.Error("fsm apply failed", "error", err)
 		panic("fsm: apply: " + err.Error())
 	}
-	f.applied.Store(max(logs[len(logs)-1].Index, f.kept.Load()))
+	f.applied.Store(max(last, f.kept.Load()))
 	f.changes.publish(written)
 	f.broadcast(commands)
+	if halt != nil {
+		f.halted.Store(halt)
+		f.logger.Error("fsm: stopped applying the raft log", "error", halt)
+		return haltedResults(logs, out, halt)
+	}
+	return out
+}
+
+// haltedResults answers, for a halted FSM, every command entry of logs it
+// has not answered with an error naming the halt.
+func haltedResults(logs []*raft.Log, out []interface{}, h *HaltError) []interface{} {
+	for i, l := range logs {
+		if l.Type == raft.LogCommand && l.Index >= h.Index {
+			out[i] = []*fsmpb.Result{{Error: errorf(ReasonRulesUnknown, "%v", h).toProto()}}
+		}
+	}
 	return out
 }
 
@@ -231,13 +260,18 @@ func newApplier(tx *bolt.Tx) *applier {
 	return a
 }
 
-func (a *applier) applyEntry(data []byte) []*fsmpb.Result {
+// applyEntry applies one entry's commands; unknown reports (and applies
+// nothing) when one needs rules this build does not have.
+func (a *applier) applyEntry(data []byte) (rs []*fsmpb.Result, needs uint32, unknown bool) {
 	cmds, ignore, err := decodeEntry(data)
 	if ignore {
-		return nil
+		return nil, 0, false
 	}
 	if err != nil {
-		return []*fsmpb.Result{{Error: errorf(ReasonInvalidArgument, "%v", err).toProto()}}
+		return []*fsmpb.Result{{Error: errorf(ReasonInvalidArgument, "%v", err).toProto()}}, 0, false
+	}
+	if needs, unknown := unknownRules(cmds); unknown {
+		return nil, needs, true
 	}
 	// Prune before applying, driven by this entry alone: the outcome must
 	// not depend on how raft grouped entries into ApplyBatch calls, which
@@ -251,7 +285,7 @@ func (a *applier) applyEntry(data []byte) []*fsmpb.Result {
 	for i, c := range cmds {
 		results[i] = a.applyCommand(c)
 	}
-	return results
+	return results, 0, false
 }
 
 // applyCommand runs one command with request-id deduplication.

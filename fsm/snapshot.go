@@ -14,6 +14,10 @@ import (
 // Snapshot captures a consistent bbolt read transaction; Persist streams it
 // to the sink while Apply continues. Cheap to take, as raft requires.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	// Halted, the state is behind the index Raft would label it with.
+	if h := f.halted.Load(); h != nil {
+		return nil, fmt.Errorf("no snapshot: %w", h)
+	}
 	f.mu.RLock()
 	tx, err := f.db.Begin(false)
 	if err != nil {
@@ -53,6 +57,10 @@ func (s *snapshot) Release() {
 // new file is written and verified beside the old one, then swapped in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	// A snapshot past the halt holds what rules this build lacks made.
+	if h := f.halted.Load(); h != nil {
+		return fmt.Errorf("no restore: %w", h)
+	}
 	tmp := f.path + ".restore"
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {

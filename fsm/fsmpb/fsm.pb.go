@@ -84,6 +84,11 @@ type Command struct {
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Leader-stamped wall time, unix nanoseconds.
 	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// Leader-stamped: the rule version the command needs (fsm.RuleVersion
+	// and CommandRuleVersion). A node whose build applies only lower
+	// versions stops applying at it (fsm/rules.go); 0 means 1 (entries
+	// written before versions were recorded).
+	RuleVersion uint32 `protobuf:"varint,3,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Command_CreateSession
@@ -165,6 +170,13 @@ func (x *Command) GetRequestId() string {
 func (x *Command) GetTimeUnixNano() int64 {
 	if x != nil {
 		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *Command) GetRuleVersion() uint32 {
+	if x != nil {
+		return x.RuleVersion
 	}
 	return 0
 }
@@ -6001,11 +6013,12 @@ var File_fak_fsm_v1_fsm_proto protoreflect.FileDescriptor
 const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\n" +
 	"\x14fak/fsm/v1/fsm.proto\x12\n" +
-	"fak.fsm.v1\"\xec\x11\n" +
+	"fak.fsm.v1\"\x8f\x12\n" +
 	"\aCommand\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
-	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12B\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
+	"\frule_version\x18\x03 \x01(\rR\vruleVersion\x12B\n" +
 	"\x0ecreate_session\x18\n" +
 	" \x01(\v2\x19.fak.fsm.v1.CreateSessionH\x00R\rcreateSession\x12?\n" +
 	"\rappend_events\x18\v \x01(\v2\x18.fak.fsm.v1.AppendEventsH\x00R\fappendEvents\x12<\n" +
