@@ -52,6 +52,9 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	// This node's build stopped at rules it does not have (fsm/rules.go):
 	// another node, or this one upgraded, can serve.
 	fsm.ReasonRulesUnknown: connect.CodeUnavailable,
+	// A feature whose rules some voters' builds lack: the fleet is being
+	// upgraded.
+	fsm.ReasonUpgradeInProgress: connect.CodeFailedPrecondition,
 }
 
 // newError builds a Connect error carrying an ErrorInfo detail.

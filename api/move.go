@@ -192,6 +192,7 @@ func nodeToAPI(rec *fsmpb.NodeRecord, status map[string]string, load nodeLoad) *
 		RuntimeAdapters: rec.RuntimeAdapters, Providers: rec.Providers, Models: rec.Models, AccountRefs: rec.AccountRefs,
 		Capacity: rec.Capacity, Draining: rec.Draining, Status: st,
 		Sessions: uint32(load.sessions[rec.Name]), Moving: uint32(load.moving[rec.Name]),
+		RuleVersion: max(rec.RuleVersion, 1),
 	}
 	for _, l := range rec.Labels {
 		n.Labels = append(n.Labels, &fakv1.Label{Key: l.Key, Value: l.Value})

@@ -313,5 +313,35 @@ func (c *Cluster) Apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 	if !c.IsLeader() {
 		return nil, ErrNotLeader
 	}
+	if err := c.upgradeGate(cmd); err != nil {
+		return nil, err
+	}
 	return c.applier.submit(ctx, cmd)
+}
+
+// upgradeGate refuses cmd (UPGRADE_IN_PROGRESS) when it needs a rule
+// version a voter's build does not apply (fsm.UpgradeBlockers).
+func (c *Cluster) upgradeGate(cmd *fsmpb.Command) error {
+	need := fsm.CommandRuleVersion(cmd)
+	if need <= 1 || c.fsm == nil {
+		return nil
+	}
+	peers, err := c.Peers()
+	if err != nil {
+		return err
+	}
+	var voters []string
+	for _, p := range peers {
+		if p.Voter {
+			voters = append(voters, p.ID)
+		}
+	}
+	recs, err := c.fsm.Nodes()
+	if err != nil {
+		return err
+	}
+	if old := fsm.UpgradeBlockers(need, voters, recs); len(old) > 0 {
+		return fsm.UpgradeInProgress(need, old)
+	}
+	return nil
 }

@@ -45,6 +45,9 @@ type Capabilities struct {
 	Capacity    uint32            `json:"c,omitempty"`
 	// Approvals: runtimes that decide approvals themselves, "name=policy".
 	Approvals []string `json:"ap,omitempty"`
+	// RuleVersion: the highest FSM rule version the node's build applies
+	// (fsm.RuleVersion); 0 from a build that did not advertise it.
+	RuleVersion uint32 `json:"rv,omitempty"`
 }
 
 // worstCaseAddr is the longest host:port a node may advertise (IPv6).

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
@@ -31,6 +32,40 @@ func CommandRuleVersion(c *fsmpb.Command) uint32 {
 
 // ReasonRulesUnknown is the error of every entry a halted FSM meets.
 const ReasonRulesUnknown Reason = "RULES_UNKNOWN"
+
+// ReasonUpgradeInProgress refuses a command that needs a rule version some
+// voter's build does not apply yet.
+const ReasonUpgradeInProgress Reason = "UPGRADE_IN_PROGRESS"
+
+// UpgradeBlockers names the voters (by Raft server id, which is the node
+// name) whose build applies only rule versions below need, as their node
+// records say; a voter without a record, or whose record predates
+// advertised versions, applies version 1. The leader proposes a command
+// of version need only when there are none (Nomad's and Consul's gate on
+// the servers' minimum version).
+func UpgradeBlockers(need uint32, voters []string, recs []*fsmpb.NodeRecord) []string {
+	if need <= 1 {
+		return nil // every build applies version 1
+	}
+	have := make(map[string]uint32, len(recs))
+	for _, r := range recs {
+		have[r.Name] = r.RuleVersion
+	}
+	var old []string
+	for _, v := range voters {
+		if got := max(have[v], 1); got < need {
+			old = append(old, fmt.Sprintf("%s (rule version %d)", v, got))
+		}
+	}
+	return old
+}
+
+// UpgradeInProgress is the refusal of a command of rule version need while
+// the blockers run older builds.
+func UpgradeInProgress(need uint32, blockers []string) *Error {
+	return errorf(ReasonUpgradeInProgress, "this needs rule version %d, which voters %s do not apply yet: upgrade them first",
+		need, strings.Join(blockers, ", "))
+}
 
 // HaltError is why an FSM stopped applying: the entry at Index needs rules
 // this build does not have.

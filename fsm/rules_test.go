@@ -81,3 +81,32 @@ func TestCommandsOfThisBuildNeedKnownRules(t *testing.T) {
 		}
 	}
 }
+
+// A command of a later rule version waits for every voter's build: voters
+// whose record advertises less (or nothing: version 1) are named.
+func TestUpgradeBlockers(t *testing.T) {
+	recs := []*fsmpb.NodeRecord{
+		{Name: "n1", RuleVersion: 2}, {Name: "n2", RuleVersion: 1}, {Name: "n3"}, {Name: "n5", RuleVersion: 3},
+	}
+	voters := []string{"n1", "n2", "n3", "n4"}
+	for _, tc := range []struct {
+		need uint32
+		want string
+	}{
+		{0, ""}, {1, ""},
+		{2, "n2 (rule version 1), n3 (rule version 1), n4 (rule version 1)"},
+		{3, "n1 (rule version 2), n2 (rule version 1), n3 (rule version 1), n4 (rule version 1)"},
+	} {
+		got := strings.Join(UpgradeBlockers(tc.need, voters, recs), ", ")
+		if got != tc.want {
+			t.Errorf("need %d: blockers %q, want %q", tc.need, got, tc.want)
+		}
+	}
+	if got := UpgradeBlockers(3, []string{"n5"}, recs); got != nil {
+		t.Errorf("a fleet of version-3 voters blocks version 3: %v", got)
+	}
+	e := UpgradeInProgress(2, UpgradeBlockers(2, voters, recs))
+	if e.Reason != ReasonUpgradeInProgress || !strings.Contains(e.Message, "n2 (rule version 1)") {
+		t.Errorf("refusal %v", e)
+	}
+}

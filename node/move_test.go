@@ -512,7 +512,7 @@ func TestCluster_NodeRecordsDriveAdmission(t *testing.T) {
 	}
 	if rec == nil || len(rec.Labels) != 2 || rec.Labels[0].Key != "gpu" || rec.Labels[1].Key != "zone" ||
 		rec.Capacity != 1 || strings.Join(rec.Models, ",") != "m-big" || strings.Join(rec.AccountRefs, ",") != "team-a" ||
-		strings.Join(rec.RuntimeAdapters, ",") != "echo" || rec.ApiAddr != n2.APIAddr {
+		strings.Join(rec.RuntimeAdapters, ",") != "echo" || rec.ApiAddr != n2.APIAddr || rec.RuleVersion != fsm.RuleVersion {
 		t.Fatalf("n2's record: %v", rec)
 	}
 

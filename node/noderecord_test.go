@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
 )
 
@@ -30,18 +31,23 @@ func TestNodeRecord_FromGossipCapabilities(t *testing.T) {
 		t.Fatalf("labels %s, want sorted by key", got)
 	}
 	if strings.Join(rec.Models, ",") != "m1,m2" || strings.Join(rec.AccountRefs, ",") != "team-a,team-b" ||
-		strings.Join(rec.RuntimeAdapters, ",") != "echo" || rec.Capacity != 7 || rec.ApiAddr != "10.0.0.1:7401" {
+		strings.Join(rec.RuntimeAdapters, ",") != "echo" || rec.Capacity != 7 || rec.ApiAddr != "10.0.0.1:7401" ||
+		rec.RuleVersion != fsm.RuleVersion {
 		t.Fatalf("record %v", rec)
 	}
 	committed := &fsmpb.NodeRecord{Name: rec.Name, ApiAddr: rec.ApiAddr, RaftAddr: rec.RaftAddr, Labels: rec.Labels,
 		RuntimeAdapters: rec.RuntimeAdapters, Providers: rec.Providers, Models: rec.Models, AccountRefs: rec.AccountRefs,
-		Capacity: rec.Capacity, Draining: true, UpdatedUnixNano: 42}
+		Capacity: rec.Capacity, Draining: true, UpdatedUnixNano: 42, RuleVersion: rec.RuleVersion}
 	if !sameOffer(committed, rec) {
 		t.Fatal("the draining flag or commit time made a record differ from its offer")
 	}
 	committed.Capacity = 8
 	if sameOffer(committed, rec) {
 		t.Fatal("a changed capacity went unnoticed")
+	}
+	committed.Capacity, committed.RuleVersion = rec.Capacity, 0
+	if sameOffer(committed, rec) {
+		t.Fatal("an upgraded build's rule version went unnoticed")
 	}
 	if recordOf(cluster.Member{Name: "old"}) != nil {
 		t.Fatal("a member advertising no capabilities got a record")

@@ -1078,8 +1078,11 @@ type NodeRecord struct {
 	// Runtimes whose agent decides approvals itself, as "name=policy"
 	// (sorted by name): a placement on one is stamped with its policy.
 	RuntimeApprovals []string `protobuf:"bytes,12,rep,name=runtime_approvals,json=runtimeApprovals,proto3" json:"runtime_approvals,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The highest rule version the node's build applies (fsm.RuleVersion);
+	// 0: a build from before versions were advertised, which applies 1.
+	RuleVersion   uint32 `protobuf:"varint,13,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -1194,6 +1197,13 @@ func (x *NodeRecord) GetRuntimeApprovals() []string {
 		return x.RuntimeApprovals
 	}
 	return nil
+}
+
+func (x *NodeRecord) GetRuleVersion() uint32 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return 0
 }
 
 type Label struct {
@@ -6090,7 +6100,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12*\n" +
-	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\x98\x03\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\xbb\x03\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
@@ -6105,7 +6115,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\bdraining\x18\n" +
 	" \x01(\bR\bdraining\x12*\n" +
 	"\x11updated_unix_nano\x18\v \x01(\x03R\x0fupdatedUnixNano\x12+\n" +
-	"\x11runtime_approvals\x18\f \x03(\tR\x10runtimeApprovals\"/\n" +
+	"\x11runtime_approvals\x18\f \x03(\tR\x10runtimeApprovals\x12!\n" +
+	"\frule_version\x18\r \x01(\rR\vruleVersion\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\":\n" +
