@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -37,6 +38,7 @@ type procNode struct {
 	args    []string
 	api     string // real API address (clients)
 	logPath string
+	bin     string // the fak binary it runs; "" means the fleet's
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -175,7 +177,7 @@ func (f *processFleet) Start(node string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(f.bin, n.args...)
+	cmd := exec.Command(cmp.Or(n.bin, f.bin), n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: a ^C to the harness must not reach the nodes
 	// before the harness has recorded what it needs.
@@ -212,6 +214,29 @@ func (f *processFleet) Kill(node string) error {
 	}
 	n.cmd, n.done = nil, nil
 	return nil
+}
+
+// Upgrade stops node cleanly (SIGTERM, as systemd does; SIGKILL after a
+// minute) and starts it again running bin.
+func (f *processFleet) Upgrade(node, bin string) error {
+	n, err := f.node(node)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.done:
+		case <-time.After(time.Minute):
+			_ = n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.done
+		}
+		n.cmd, n.done = nil, nil
+	}
+	n.bin = bin
+	n.mu.Unlock()
+	return f.Start(node)
 }
 
 func (f *processFleet) signal(node string, sig syscall.Signal) error {

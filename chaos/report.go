@@ -23,6 +23,8 @@ type Report struct {
 	Nemeses   []NemesisKind `json:"nemeses"`
 	OutDir    string        `json:"out_dir"`
 	Faults    []FaultEvent  `json:"faults"`
+	// Upgrade is the rolling upgrade a run did in place of faults.
+	Upgrade *UpgradeReport `json:"upgrade,omitempty"`
 
 	Ops, OK, Failed, Info int
 	Appends, Reads        int

@@ -39,7 +39,11 @@ type Config struct {
 	CheckTimeout time.Duration
 	// RecoverAfter is the nodes' --recover-after (default 3s).
 	RecoverAfter time.Duration
-	Logger       hclog.Logger
+	// UpgradeTo, when set, is a fak binary the fleet (started on FakBin)
+	// is upgraded to one node at a time under the load, in place of the
+	// fault phase (process mode; upgrade.go).
+	UpgradeTo string
+	Logger    hclog.Logger
 }
 
 const chaosToken = "chaos-token"
@@ -136,12 +140,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	nem := newNemesis(fleet, func(c context.Context) string { return findLeader(c, clients) }, since, logf)
 	sleepCtx(ctx, 2*time.Second)
-	logf("load running; injecting faults")
-	faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
-	nem.run(faultCtx, plan)
-	stopFaults()
-	rep.Faults = nem.Events()
-	logf("faults over, everything healed; load continues for 5s")
+	if cfg.UpgradeTo != "" {
+		logf("load running; upgrading the fleet one node at a time")
+		up, events, err := upgradeFleet(ctx, fleet, clients, cfg.UpgradeTo, since, logf)
+		if err != nil {
+			stopLoad()
+			<-loadDone
+			return nil, err
+		}
+		rep.Upgrade, rep.Faults = up, events
+		logf("upgrade over; load continues for 5s")
+	} else {
+		logf("load running; injecting faults")
+		faultCtx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
+		nem.run(faultCtx, plan)
+		stopFaults()
+		rep.Faults = nem.Events()
+		logf("faults over, everything healed; load continues for 5s")
+	}
 	sleepCtx(ctx, 5*time.Second)
 	stopLoad()
 	<-loadDone

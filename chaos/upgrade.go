@@ -1,0 +1,165 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fak-dev/fak/api/apiclient"
+	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+)
+
+// A rolling upgrade as a run's fault phase (Config.UpgradeTo): the fleet
+// starts on one build (Config.FakBin, e.g. the previous release built by
+// BuildFakAt) and, under the run's load, each node in turn — followers
+// first, the leader last — is stopped cleanly and started on the new
+// build, the next only once it answers /v1/health/ready. The run's checkers
+// then judge the whole history as for faults.
+
+// UpgradeReport is what a rolling upgrade did.
+type UpgradeReport struct {
+	// Order is the nodes in the order they were upgraded.
+	Order []string `json:"order"`
+	// RuleVersions are the node records' rule_version before and after
+	// (0: a build from before versions were advertised).
+	RuleVersionsBefore map[string]uint32 `json:"rule_versions_before"`
+	RuleVersionsAfter  map[string]uint32 `json:"rule_versions_after"`
+}
+
+// upgrader is a fleet whose nodes can be restarted on another binary.
+type upgrader interface {
+	Upgrade(node, bin string) error
+}
+
+// upgradeFleet upgrades every node of f to bin, one at a time.
+func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, bin string, since func() time.Duration,
+	logf func(string, ...any),
+) (*UpgradeReport, []FaultEvent, error) {
+	u, ok := f.(upgrader)
+	if !ok {
+		return nil, nil, fmt.Errorf("a %T cannot be upgraded node by node", f)
+	}
+	rep := &UpgradeReport{RuleVersionsBefore: ruleVersions(ctx, f)}
+	leader := findLeader(ctx, clients)
+	order := slices.DeleteFunc(slices.Clone(f.Nodes()), func(n string) bool { return n == leader })
+	if leader != "" {
+		order = append(order, leader)
+	}
+	var events []FaultEvent
+	for _, n := range order {
+		ev := FaultEvent{Kind: "upgrade", Targets: []string{n}, Start: since()}
+		logf("upgrade %s: SIGTERM, then start on %s", n, filepath.Base(bin))
+		if err := u.Upgrade(n, bin); err != nil {
+			return nil, nil, fmt.Errorf("upgrade %s: %w", n, err)
+		}
+		took, err := waitReady(ctx, f.APIAddr(n), 2*time.Minute)
+		if err != nil {
+			return nil, nil, fmt.Errorf("upgraded %s: %w", n, err)
+		}
+		ev.End, ev.Detail = since(), fmt.Sprintf("ready %s after its start", took.Round(time.Millisecond))
+		logf("upgrade %s: %s", n, ev.Detail)
+		events = append(events, ev)
+		rep.Order = append(rep.Order, n)
+	}
+	// The leader commits each node's advertised version as it sees it.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rep.RuleVersionsAfter = ruleVersions(ctx, f)
+		if allNonZero(rep.RuleVersionsAfter, f.Nodes()) || time.Now().After(deadline) {
+			break
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	return rep, events, nil
+}
+
+func allNonZero(m map[string]uint32, nodes []string) bool {
+	for _, n := range nodes {
+		if m[n] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ruleVersions reads every node record's rule version through any node
+// that answers.
+func ruleVersions(ctx context.Context, f Fleet) map[string]uint32 {
+	httpClient := apiclient.NewHTTPClient()
+	for _, n := range f.Nodes() {
+		c := fakv1connect.NewNodeServiceClient(httpClient, "http://"+f.APIAddr(n), connect.WithInterceptors(apiclient.Bearer(chaosToken)))
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := c.ListNodes(cctx, connect.NewRequest(&fakv1.ListNodesRequest{}))
+		cancel()
+		if err != nil {
+			continue
+		}
+		out := map[string]uint32{}
+		for _, r := range resp.Msg.Nodes {
+			out[r.Name] = r.RuleVersion
+		}
+		return out
+	}
+	return nil
+}
+
+// waitReady polls a node's /v1/health/ready until it answers 200.
+func waitReady(ctx context.Context, addr string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	client := &http.Client{Timeout: 3 * time.Second}
+	last := "no answer"
+	for time.Since(start) < timeout {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/health/ready", nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start), nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return 0, ctx.Err()
+		}
+	}
+	return 0, fmt.Errorf("not ready after %s (%s)", timeout, last)
+}
+
+// BuildFakAt compiles cmd/fak as it was at git revision rev of this
+// repository (the previous release, for an upgrade run) into dir, from a
+// `git archive` of that revision, and returns the binary's path.
+func BuildFakAt(dir, rev string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "src-"+rev)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, rev, src)
+	if b, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v\n%s", rev, err, b)
+	}
+	out := filepath.Join(dir, "fak-"+rev[:min(len(rev), 12)])
+	build := exec.Command("go", "build", "-o", out, "./cmd/fak")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build at %s: %v\n%s", rev, err, b)
+	}
+	return out, nil
+}
