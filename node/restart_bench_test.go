@@ -141,7 +141,7 @@ func reportP50(b *testing.B, lat []time.Duration, name string) {
 }
 
 // BenchmarkSnapshotBytes appends 500,000 events of 256 bytes (500 appends
-// of 1,000) to a fleet and reports, on the leader, the bytes all its
+// of 1,000; FAK_SNAPSHOT_EVENTS=N makes it N) to a fleet and reports, on the leader, the bytes all its
 // snapshots wrote against the state's final size: "amortised" with the
 // default policy (a snapshot once the log since the last is as large as
 // the state it copied), "entries" with Raft's rule (every 64 entries here:
@@ -162,7 +162,11 @@ func BenchmarkSnapshotBytes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				appendThousands(b, cl, r.Msg.Session.SessionId, 500)
+				calls := 500
+				if v, err := strconv.Atoi(os.Getenv("FAK_SNAPSHOT_EVENTS")); err == nil && v >= 1000 {
+					calls = v / 1000
+				}
+				appendThousands(b, cl, r.Msg.Session.SessionId, calls)
 				time.Sleep(time.Second) // the last policy checks
 				state, err := leader.Running().FSM().StateBytes()
 				if err != nil {
