@@ -22,18 +22,43 @@ func BuildFak(dir, tags string) (string, error) {
 		name += "-" + strings.NewReplacer(",", "-", " ", "-").Replace(tags)
 	}
 	out := filepath.Join(dir, name)
+	return out, goBuildFak(root, out, tags)
+}
+
+// goBuildFak builds cmd/fak of the source tree src into out, static.
+func goBuildFak(src, out, tags string) error {
 	args := []string{"build", "-o", out}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
 	args = append(args, "./cmd/fak")
 	cmd := exec.Command("go", args...)
-	cmd.Dir = root
+	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, b)
+		return fmt.Errorf("go build %s in %s: %v\n%s", strings.Join(args, " "), src, err, b)
 	}
-	return out, nil
+	return nil
+}
+
+// BuildFakAt compiles cmd/fak as it was at git revision rev of this
+// repository (the previous release, for an upgrade run) into dir, from a
+// `git archive` of that revision, and returns the binary's path.
+func BuildFakAt(dir, rev string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "src-"+rev)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, rev, src)
+	if b, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v\n%s", rev, err, b)
+	}
+	out := filepath.Join(dir, "fak-"+rev[:min(len(rev), 12)])
+	return out, goBuildFak(src, out, "")
 }
 
 // moduleRoot finds the fak module (the directory holding go.mod) from the

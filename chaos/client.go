@@ -19,6 +19,7 @@ type nodeClient struct {
 	cluster   fakv1connect.ClusterServiceClient
 	lifecycle fakv1connect.LifecycleServiceClient
 	operator  fakv1connect.OperatorServiceClient
+	node      fakv1connect.NodeServiceClient
 }
 
 func newNodeClients(f Fleet, token string) map[string]*nodeClient {
@@ -33,6 +34,7 @@ func newNodeClients(f Fleet, token string) map[string]*nodeClient {
 			cluster:   fakv1connect.NewClusterServiceClient(httpClient, base, opts),
 			lifecycle: fakv1connect.NewLifecycleServiceClient(httpClient, base, opts),
 			operator:  fakv1connect.NewOperatorServiceClient(httpClient, base, opts),
+			node:      fakv1connect.NewNodeServiceClient(httpClient, base, opts),
 		}
 	}
 	return out

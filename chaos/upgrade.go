@@ -4,17 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
 
 // A rolling upgrade as a run's fault phase (Config.UpgradeTo): the fleet
@@ -47,7 +43,7 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 	if !ok {
 		return nil, nil, fmt.Errorf("a %T cannot be upgraded node by node", f)
 	}
-	rep := &UpgradeReport{RuleVersionsBefore: ruleVersions(ctx, f)}
+	rep := &UpgradeReport{RuleVersionsBefore: ruleVersions(ctx, f, clients)}
 	leader := findLeader(ctx, clients)
 	order := slices.DeleteFunc(slices.Clone(f.Nodes()), func(n string) bool { return n == leader })
 	if leader != "" {
@@ -72,7 +68,7 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 	// The leader commits each node's advertised version as it sees it.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		rep.RuleVersionsAfter = ruleVersions(ctx, f)
+		rep.RuleVersionsAfter = ruleVersions(ctx, f, clients)
 		if allNonZero(rep.RuleVersionsAfter, f.Nodes()) || time.Now().After(deadline) {
 			break
 		}
@@ -92,12 +88,10 @@ func allNonZero(m map[string]uint32, nodes []string) bool {
 
 // ruleVersions reads every node record's rule version through any node
 // that answers.
-func ruleVersions(ctx context.Context, f Fleet) map[string]uint32 {
-	httpClient := apiclient.NewHTTPClient()
+func ruleVersions(ctx context.Context, f Fleet, clients map[string]*nodeClient) map[string]uint32 {
 	for _, n := range f.Nodes() {
-		c := fakv1connect.NewNodeServiceClient(httpClient, "http://"+f.APIAddr(n), connect.WithInterceptors(apiclient.Bearer(chaosToken)))
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := c.ListNodes(cctx, connect.NewRequest(&fakv1.ListNodesRequest{}))
+		resp, err := clients[n].node.ListNodes(cctx, connect.NewRequest(&fakv1.ListNodesRequest{}))
 		cancel()
 		if err != nil {
 			continue
@@ -136,30 +130,4 @@ func waitReady(ctx context.Context, addr string, timeout time.Duration) (time.Du
 		}
 	}
 	return 0, fmt.Errorf("not ready after %s (%s)", timeout, last)
-}
-
-// BuildFakAt compiles cmd/fak as it was at git revision rev of this
-// repository (the previous release, for an upgrade run) into dir, from a
-// `git archive` of that revision, and returns the binary's path.
-func BuildFakAt(dir, rev string) (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	src := filepath.Join(dir, "src-"+rev)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return "", err
-	}
-	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", root, rev, src)
-	if b, err := archive.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("git archive %s: %v\n%s", rev, err, b)
-	}
-	out := filepath.Join(dir, "fak-"+rev[:min(len(rev), 12)])
-	build := exec.Command("go", "build", "-o", out, "./cmd/fak")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build at %s: %v\n%s", rev, err, b)
-	}
-	return out, nil
 }

@@ -47,8 +47,9 @@ func (c *Config) observer() Observer {
 	return c.Observer
 }
 
-// observedFSM is the FSM as Raft sees it when an observer is configured:
-// the same FSM, with ApplyBatch sizes and snapshot persistence measured.
+// observedFSM is the FSM as Raft sees it: the same FSM, with ApplyBatch
+// sizes and snapshot persistence measured (for the observer, if any) and
+// snapshots paced (snapshot_pace.go).
 type observedFSM struct {
 	*fsm.FSM
 	obs  Observer

@@ -44,11 +44,7 @@ func BenchmarkRestartNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	calls := 200
-	if v, err := strconv.Atoi(os.Getenv("FAK_RESTART_EVENTS")); err == nil && v >= 1000 {
-		calls = v / 1000
-	}
-	appendThousands(b, cl, r.Msg.Session.SessionId, calls)
+	appendThousands(b, cl, r.Msg.Session.SessionId, int(benchEnv(b, "FAK_RESTART_EVENTS", 200_000, 1000)/1000))
 	n := c.Followers()[0]
 	var kept, rebuilt, crashed, shutdown []time.Duration
 	restart := func(discard, crash bool) time.Duration {
@@ -135,6 +131,20 @@ func copyTree(b *testing.B, src, dst string) {
 	}
 }
 
+// benchEnv is the count the environment variable name sets for a
+// benchmark (at least least), or def when it is unset.
+func benchEnv(b *testing.B, name string, def, least int64) int64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < least {
+		b.Fatalf("%s=%q: want a number of at least %d", name, v, least)
+	}
+	return n
+}
+
 func reportP50(b *testing.B, lat []time.Duration, name string) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, name+"-p50-ms")
@@ -162,11 +172,7 @@ func BenchmarkSnapshotBytes(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				calls := 500
-				if v, err := strconv.Atoi(os.Getenv("FAK_SNAPSHOT_EVENTS")); err == nil && v >= 1000 {
-					calls = v / 1000
-				}
-				appendThousands(b, cl, r.Msg.Session.SessionId, calls)
+				appendThousands(b, cl, r.Msg.Session.SessionId, int(benchEnv(b, "FAK_SNAPSHOT_EVENTS", 500_000, 1000)/1000))
 				time.Sleep(time.Second) // the last policy checks
 				state, err := leader.Running().FSM().StateBytes()
 				if err != nil {

@@ -2,9 +2,7 @@ package node_test
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,22 +27,8 @@ import (
 // are paced as the agent paces them (FAK_SNAPLAT_RATE bytes/s overrides
 // cluster.DefaultSnapshotRate; 0: unpaced).
 func BenchmarkSnapshotWriteLatency(b *testing.B) {
-	events := 300_000
-	if v := os.Getenv("FAK_SNAPLAT_EVENTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1000 {
-			b.Fatalf("FAK_SNAPLAT_EVENTS=%q: want a count of at least 1000", v)
-		}
-		events = n
-	}
-	rate := int64(cluster.DefaultSnapshotRate)
-	if v := os.Getenv("FAK_SNAPLAT_RATE"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			b.Fatalf("FAK_SNAPLAT_RATE=%q: want bytes a second", v)
-		}
-		rate = n
-	}
+	events := benchEnv(b, "FAK_SNAPLAT_EVENTS", 300_000, 1000)
+	rate := benchEnv(b, "FAK_SNAPLAT_RATE", cluster.DefaultSnapshotRate, 0)
 	c := benchFleet(b, testcluster.Options{Configure: func(_ string, cfg *node.Config) {
 		cfg.SnapshotThreshold = 1 << 40 // only the benchmark's
 		cfg.SnapshotLogFraction = 0
@@ -62,7 +46,7 @@ func BenchmarkSnapshotWriteLatency(b *testing.B) {
 		}
 		ids = append(ids, r.Msg.Session.SessionId)
 	}
-	appendThousands(b, cl, ids[0], events/1000)
+	appendThousands(b, cl, ids[0], int(events/1000))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		during, outside, snaps := snapshotLatencyRun(b, c, ids)
