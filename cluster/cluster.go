@@ -7,12 +7,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/fak-dev/fak/fsm"
 )
@@ -26,7 +23,7 @@ type Cluster struct {
 
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	logStore  *raftboltdb.BoltStore
+	logStore  logStore
 	// snapshots is Raft's snapshot store, read by VerifyReplay.
 	snapshots raft.SnapshotStore
 	// snapshotUnpaced: snapshots are written as fast as they can be (the
@@ -105,29 +102,14 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	return c, nil
 }
 
-// raftLogBoltOptions open the Raft log's database the way Consul does
-// (raft_boltdb NoFreelistSync): the freelist of pages the log's
-// truncations free is rebuilt on open instead of written at every commit,
-// and kept as a map. With bbolt's defaults each commit allocated and
-// wrote the whole freelist and merged it into a new array — measured at
-// 1M events under a 64-client load, half of everything the leader
-// allocated (1 GB in 5 s), which also kept the Go heap large.
-func raftLogBoltOptions() *bolt.Options {
-	return &bolt.Options{
-		Timeout:        5 * time.Second,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	}
-}
-
 func (c *Cluster) setupRaft() error {
 	raftDir := filepath.Join(c.cfg.DataDir, "raft")
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return fmt.Errorf("create raft dir: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db"), BoltOptions: raftLogBoltOptions()})
+	store, err := openLogStore(raftDir, c.logger)
 	if err != nil {
-		return fmt.Errorf("open raft log: %w", err)
+		return err
 	}
 	cache, err := raft.NewLogCache(logCacheSize, store)
 	if err != nil {

@@ -151,6 +151,8 @@ func (c *Cluster) verifyReplay(ctx context.Context) (*ReplayReport, error) {
 	switch {
 	case snap == nil:
 		rep.LogOnlySkipped = "no snapshot: the first rebuild replayed the log alone"
+	case first == 0:
+		rep.LogOnlySkipped = "the log holds no entry (compacted, or removed when a snapshot was installed)"
 	case first != 1:
 		rep.LogOnlySkipped = fmt.Sprintf("the log starts at index %d (compacted by snapshots)", first)
 	default:

@@ -34,8 +34,8 @@ var allBuckets = [][]byte{bucketMeta, bucketSessions, bucketJournal, bucketReque
 
 // openDB opens (creating if needed) a bbolt database with every bucket.
 //
-// The FSM database is derived state: durability lives in the Raft log, which
-// raft-boltdb fsyncs, so the FSM skips fsync (NoSync) and is rebuilt from the
+// The FSM database is derived state: durability lives in the Raft log, whose
+// appends are fsynced, so the FSM skips fsync (NoSync) and is rebuilt from the
 // latest snapshot plus the log on start. InitialMmapSize is large so that a
 // long snapshot read transaction rarely blocks a writer on a remap.
 func openDB(path string) (*bolt.DB, error) {

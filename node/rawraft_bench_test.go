@@ -3,6 +3,7 @@ package node_test
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,14 +11,31 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
 )
 
 // BenchmarkRawRaftApply is the ceiling fak's append path is compared with:
-// three hashicorp/raft nodes in this process over loopback TCP, raft-boltdb
-// log stores, a no-op FSM and one client applying 256-byte entries. Run it
-// in the same `go test -bench` invocation as BenchmarkAppend/clients=1 to
-// compare p50 latencies on equal terms.
+// three hashicorp/raft nodes in this process over loopback TCP, a no-op FSM
+// and one client applying 256-byte entries, with each of the two log
+// stores: raft-boltdb (the usual one) and raft-wal (fak's). Run it in the
+// same `go test -bench` invocation as BenchmarkAppend/clients=1 to compare
+// p50 latencies on equal terms.
 func BenchmarkRawRaftApply(b *testing.B) {
+	b.Run("log=boltdb", func(b *testing.B) {
+		benchRawRaft(b, func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error) {
+			s, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+			return s, s, s, err
+		})
+	})
+	b.Run("log=wal", func(b *testing.B) {
+		benchRawRaft(b, func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error) {
+			w, err := raftwal.Open(dir)
+			return w, w, w, err
+		})
+	})
+}
+
+func benchRawRaft(b *testing.B, open func(dir string) (raft.LogStore, raft.StableStore, io.Closer, error)) {
 	var nodes []*raft.Raft
 	var servers []raft.Server
 	var transports []*raft.NetworkTransport
@@ -34,12 +52,16 @@ func BenchmarkRawRaftApply(b *testing.B) {
 		cfg := raft.DefaultConfig()
 		cfg.LocalID = servers[i].ID
 		cfg.Logger = hclog.NewNullLogger()
-		store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, fmt.Sprint(i, ".db"))})
+		nodeDir := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(nodeDir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		logs, stable, closer, err := open(nodeDir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { store.Close() })
-		r, err := raft.NewRaft(cfg, noopFSM{}, store, store, raft.NewDiscardSnapshotStore(), transports[i])
+		b.Cleanup(func() { closer.Close() })
+		r, err := raft.NewRaft(cfg, noopFSM{}, logs, stable, raft.NewDiscardSnapshotStore(), transports[i])
 		if err != nil {
 			b.Fatal(err)
 		}
