@@ -249,6 +249,12 @@ func TestChaosRollingUpgrade(t *testing.T) {
 			t.Errorf("%s advertised rule version %d before and %d after; want 0 (the previous release) and %d",
 				n, up.RuleVersionsBefore[n], up.RuleVersionsAfter[n], fsm.RuleVersion)
 		}
+		// The previous release kept the Raft log in raft-boltdb; this one
+		// migrates it to the WAL on start.
+		if up.LogStoresBefore[n] != "raft-boltdb" || up.LogStoresAfter[n] != "wal" {
+			t.Errorf("%s's raft log store was %q before and %q after; want raft-boltdb, then wal",
+				n, up.LogStoresBefore[n], up.LogStoresAfter[n])
+		}
 	}
 	requireModelTurns(t, rep)
 }

@@ -239,6 +239,22 @@ func (f *processFleet) Upgrade(node, bin string) error {
 	return f.Start(node)
 }
 
+// LogStore reads the Raft log store off node's data dir.
+func (f *processFleet) LogStore(node string) string {
+	raftDir := filepath.Join(f.dir, node, "raft")
+	_, errWAL := os.Stat(filepath.Join(raftDir, "wal"))
+	_, errBolt := os.Stat(filepath.Join(raftDir, "raft.db"))
+	switch {
+	case errWAL == nil && errBolt == nil:
+		return "both"
+	case errWAL == nil:
+		return "wal"
+	case errBolt == nil:
+		return "raft-boltdb"
+	}
+	return "none"
+}
+
 func (f *processFleet) signal(node string, sig syscall.Signal) error {
 	n, err := f.node(node)
 	if err != nil {

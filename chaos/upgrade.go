@@ -28,11 +28,25 @@ type UpgradeReport struct {
 	// (0: a build from before versions were advertised).
 	RuleVersionsBefore map[string]uint32 `json:"rule_versions_before"`
 	RuleVersionsAfter  map[string]uint32 `json:"rule_versions_after"`
+	// LogStores name each node's Raft log store, read off its data dir
+	// before and after: "raft-boltdb" (raft/raft.db) or "wal" (raft/wal).
+	LogStoresBefore map[string]string `json:"log_stores_before"`
+	LogStoresAfter  map[string]string `json:"log_stores_after"`
 }
 
 // upgrader is a fleet whose nodes can be restarted on another binary.
 type upgrader interface {
 	Upgrade(node, bin string) error
+	// LogStore names the Raft log store in node's data dir.
+	LogStore(node string) string
+}
+
+func logStores(u upgrader, nodes []string) map[string]string {
+	out := map[string]string{}
+	for _, n := range nodes {
+		out[n] = u.LogStore(n)
+	}
+	return out
 }
 
 // upgradeFleet upgrades every node of f to bin, one at a time.
@@ -43,7 +57,7 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 	if !ok {
 		return nil, nil, fmt.Errorf("a %T cannot be upgraded node by node", f)
 	}
-	rep := &UpgradeReport{RuleVersionsBefore: ruleVersions(ctx, f, clients)}
+	rep := &UpgradeReport{RuleVersionsBefore: ruleVersions(ctx, f, clients), LogStoresBefore: logStores(u, f.Nodes())}
 	leader := findLeader(ctx, clients)
 	order := slices.DeleteFunc(slices.Clone(f.Nodes()), func(n string) bool { return n == leader })
 	if leader != "" {
@@ -74,6 +88,7 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
+	rep.LogStoresAfter = logStores(u, f.Nodes())
 	return rep, events, nil
 }
 
