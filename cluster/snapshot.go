@@ -30,7 +30,7 @@ func (c *Cluster) SaveSnapshot(ctx context.Context, w io.Writer) (*snapshotfile.
 	if !c.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	future := c.raft.Snapshot()
+	future := c.snapshotNow()
 	if err := future.Error(); err != nil {
 		return nil, fmt.Errorf("take snapshot: %w", mapRaftError(err))
 	}

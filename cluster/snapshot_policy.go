@@ -43,7 +43,7 @@ func (c *Cluster) snapshotLoop() {
 		if applied < last || !snapshotDue(applied-last, threshold, c.fsm.LogBytesSinceSnapshot(), state, c.cfg.SnapshotLogFraction) {
 			continue
 		}
-		if err := c.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		if err := c.snapshotNow().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			c.logger.Warn("snapshot", "error", err)
 		}
 	}
@@ -73,9 +73,60 @@ func (c *Cluster) snapshotBeforeShutdown() {
 		return
 	}
 	start := time.Now()
-	if err := c.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := c.snapshotNow().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		c.logger.Warn("snapshot before shutdown", "error", err)
 		return
 	}
 	c.logger.Info("snapshot before shutdown: the next start replays no log", "log_bytes", since, "took", time.Since(start))
+}
+
+// The log a snapshot leaves behind. Raft counts it in entries
+// (TrailingLogs, 10,240 by default), but the leader's group commit packs
+// up to 512 commands in one entry, so 10,240 entries of 1,000-event
+// appends are 3 GB of log kept beside the state forever. A follower
+// briefly behind needs far less: the next snapshot keeps the entries that
+// make up about trailingLogBytes of log at the average entry size since
+// the last one, never fewer than minTrailingLogs (64) nor more than the
+// configured TrailingLogs.
+const (
+	trailingLogBytes = 64 << 20
+	minTrailingLogs  = 64
+)
+
+// trailingLogs is the entry count that keeps about trailingLogBytes of a
+// log whose entries average logBytes/entries, within [minTrailingLogs,
+// configured].
+func trailingLogs(entries, logBytes, configured uint64) uint64 {
+	if entries == 0 || logBytes == 0 {
+		return configured
+	}
+	avg := max(logBytes/entries, 1)
+	n := max(uint64(trailingLogBytes)/avg, minTrailingLogs)
+	return min(n, configured)
+}
+
+// snapshotNow takes a snapshot, keeping a trailing log of about
+// trailingLogBytes.
+func (c *Cluster) snapshotNow() raft.SnapshotFuture {
+	if c.fsm != nil {
+		if last, applied := c.fsm.SnapshotIndex(), c.fsm.AppliedIndex(); applied > last {
+			c.boundTrailingLog(applied - last)
+		}
+	}
+	return c.raft.Snapshot()
+}
+
+// boundTrailingLog sets Raft's TrailingLogs for the next snapshot from
+// the log since the last one (entries long).
+func (c *Cluster) boundTrailingLog(entries uint64) {
+	configured := orU64(c.cfg.TrailingLogs, DefaultTrailingLogs)
+	rc := c.raft.ReloadableConfig()
+	want := trailingLogs(entries, c.fsm.LogBytesSinceSnapshot(), configured)
+	if rc.TrailingLogs == want {
+		return
+	}
+	rc.TrailingLogs = want
+	if err := c.raft.ReloadConfig(rc); err != nil {
+		c.logger.Warn("bound the trailing log", "entries", want, "error", err)
+	}
 }

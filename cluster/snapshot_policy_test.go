@@ -21,3 +21,20 @@ func TestSnapshotDue(t *testing.T) {
 		}
 	}
 }
+
+func TestTrailingLogs(t *testing.T) {
+	for _, tc := range []struct {
+		entries, bytes, configured, want uint64
+	}{
+		{0, 0, 10240, 10240},               // nothing to go by
+		{1000, 1000 * 300, 10240, 10240},   // 300-byte entries: 64 MiB is more than configured
+		{1000, 1000 * 290_000, 10240, 231}, // 1,000-event entries: 64 MiB of them
+		{1000, 1000 * 20_000, 10240, 3355}, // 20 KB entries: 64 MiB of them
+		{1000, 1000 * 20_000, 2000, 2000},  // never more than configured
+		{10, 10 * (1 << 30), 10240, 64},    // huge entries: the floor
+	} {
+		if got := trailingLogs(tc.entries, tc.bytes, tc.configured); got != tc.want {
+			t.Errorf("trailingLogs(%d, %d, %d) = %d, want %d", tc.entries, tc.bytes, tc.configured, got, tc.want)
+		}
+	}
+}

@@ -196,3 +196,18 @@ func (f *FSM) StateBytes() (int64, error) {
 	err := f.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n, err
 }
+
+// JournalBytes is the logical size of the journals this replica holds:
+// the bytes of every journal record's key and value (what a purge counts),
+// without the database's pages, free space or indexes. It reads the whole
+// journal: for reports and benchmarks, not for a hot path.
+func (f *FSM) JournalBytes() (int64, error) {
+	var n int64
+	err := f.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
+			n += int64(len(k) + len(v))
+			return nil
+		})
+	})
+	return n, err
+}

@@ -46,6 +46,7 @@ func BenchmarkRestartNode(b *testing.B) {
 	}
 	appendThousands(b, cl, r.Msg.Session.SessionId, int(benchEnv(b, "FAK_RESTART_EVENTS", 200_000, 1000)/1000))
 	n := c.Followers()[0]
+	journal, before := dataDir(b, c, n, "before the first snapshot")
 	var kept, rebuilt, crashed, shutdown []time.Duration
 	restart := func(discard, crash bool) time.Duration {
 		target := leader.Running().Cluster().Status().CommitIndex
@@ -94,6 +95,48 @@ func BenchmarkRestartNode(b *testing.B) {
 	reportP50(b, crashed, "crashed")
 	reportP50(b, rebuilt, "rebuilt")
 	reportP50(b, shutdown, "shutdown")
+	// The leader takes a snapshot (a backup, `fakctl snapshot save`): its
+	// data dir with a snapshot and the log compacted behind it.
+	if _, err := leader.Running().Cluster().SaveSnapshot(context.Background(), io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	_, after := dataDir(b, c, leader, "the leader, after a snapshot")
+	b.ReportMetric(float64(journal)/1e6, "journal-MB")
+	b.ReportMetric(float64(before)/float64(journal), "datadir/journal-before")
+	b.ReportMetric(float64(after)/float64(journal), "datadir/journal-after")
+}
+
+// dataDir measures n's data directory and the journals it holds
+// (fsm.JournalBytes), once its replica has applied everything committed,
+// and logs what each part of the directory holds.
+func dataDir(b *testing.B, c *testcluster.Cluster, n *testcluster.Node, when string) (journal, total int64) {
+	b.Helper()
+	target := c.Leader().Running().Cluster().Status().CommitIndex
+	c.WaitFor(30*time.Second, "the follower caught up", func() bool { return n.Running().FSM().AppliedIndex() >= target })
+	journal, err := n.Running().FSM().JournalBytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	parts := map[string]int64{}
+	err = filepath.WalkDir(n.DataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(n.DataDir, p)
+		part, _, _ := strings.Cut(strings.TrimPrefix(rel, "raft/"), "/")
+		parts[part] += info.Size()
+		total += info.Size()
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s: data dir %d MB for %d MB of journal: %v", when, total/1e6, journal/1e6, parts)
+	return journal, total
 }
 
 // copyTree copies the regular files and directories under src to dst.
