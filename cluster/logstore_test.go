@@ -124,3 +124,52 @@ func TestOpenLogStoreEmpty(t *testing.T) {
 		store.Close()
 	}
 }
+
+// A follower's log loses its uncommitted suffix after an election (Raft's
+// "clearing log suffix"), and the node must still open its log after a
+// restart. raft-wal before v0.4.1 sealed the segment without its index
+// block there, and the next start panicked ("sealed segment has no index
+// block"; hashicorp/raft-wal#31), as a chaos run's restart-all found.
+func TestLogStoreReopensAfterTailTruncation(t *testing.T) {
+	dir := t.TempDir()
+	store, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(s logStore, from, to, term uint64) {
+		t.Helper()
+		var logs []*raft.Log
+		for i := from; i <= to; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte(fmt.Sprint(term, "/", i))})
+		}
+		if err := s.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(store, 1, 424, 1)
+	if err := store.DeleteRange(424, 424); err != nil {
+		t.Fatal(err)
+	}
+	put(store, 424, 430, 2)
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	for i := uint64(1); i <= 430; i++ {
+		var l raft.Log
+		if err := again.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d after reopening: %v", i, err)
+		}
+		want := uint64(1)
+		if i >= 424 {
+			want = 2
+		}
+		if l.Term != want || string(l.Data) != fmt.Sprint(want, "/", i) {
+			t.Fatalf("entry %d: term %d %q", i, l.Term, l.Data)
+		}
+	}
+}
