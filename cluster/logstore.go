@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 	bolt "go.etcd.io/bbolt"
 )
@@ -73,22 +72,17 @@ func openLogStore(raftDir string, logger hclog.Logger) (logStore, error) {
 	return w, nil
 }
 
-// walStore closes the WAL's meta database with it: raft-wal's Close
-// leaves it open (and locked), so a node restarted in the same process
-// could not open its log again.
+// walStore is the WAL with reads held to its first index.
 type walStore struct {
 	*raftwal.WAL
-	meta *metadb.BoltMetaDB
 }
 
 func openWAL(dir string, logger hclog.Logger) (*walStore, error) {
-	meta := &metadb.BoltMetaDB{}
-	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(walSegmentSize), raftwal.WithLogger(logger.Named("wal")), raftwal.WithMetaStore(meta))
+	w, err := raftwal.Open(dir, raftwal.WithSegmentSize(walSegmentSize), raftwal.WithLogger(logger.Named("wal")))
 	if err != nil {
-		meta.Close()
 		return nil, err
 	}
-	return &walStore{WAL: w, meta: meta}, nil
+	return &walStore{WAL: w}, nil
 }
 
 // GetLog serves no entry before the first index: raft-wal truncates a
@@ -100,14 +94,6 @@ func (w *walStore) GetLog(index uint64, l *raft.Log) error {
 		return raft.ErrLogNotFound
 	}
 	return w.WAL.GetLog(index, l)
-}
-
-func (w *walStore) Close() error {
-	err := w.WAL.Close()
-	if e := w.meta.Close(); e != nil && err == nil {
-		err = e
-	}
-	return err
 }
 
 func migrateBoltLog(raftDir string, logger hclog.Logger) error {
