@@ -180,17 +180,17 @@ func watchStorage(f *fleet, every time.Duration) (stop func() []storageEvent) {
 						}
 					}
 				}
-				for _, db := range []string{"fsm.db", filepath.Join("raft", "raft.db")} {
-					info, err := os.Stat(filepath.Join(a.dataDir, db))
-					if err != nil {
+				for _, db := range []string{"fsm.db", filepath.Join("raft", "wal")} {
+					size, ok := diskSize(filepath.Join(a.dataDir, db))
+					if !ok {
 						continue
 					}
 					key := a.name + "/" + db
-					if old, ok := sizes[key]; ok && info.Size() != old {
+					if old, ok := sizes[key]; ok && size != old {
 						events = append(events, storageEvent{At: now, Node: a.name,
-							What: fmt.Sprintf("%s %d -> %d MiB", filepath.Base(db), old>>20, info.Size()>>20)})
+							What: fmt.Sprintf("%s %d -> %d MiB", filepath.Base(db), old>>20, size>>20)})
 					}
-					sizes[key] = info.Size()
+					sizes[key] = size
 				}
 			}
 			select {
@@ -469,4 +469,27 @@ func TestMeasureSustainedLoad(t *testing.T) {
 		fmt.Fprintf(&md, "\nElections:\n\n- %s\n", strings.Join(elections, "\n- "))
 	}
 	writeMeasureOutput(t, summary, md.String())
+}
+
+// diskSize is the size of a file, or of the files in a directory (the
+// Raft log's segments).
+func diskSize(path string) (int64, bool) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	if !info.IsDir() {
+		return info.Size(), true
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+	}
+	return n, true
 }
