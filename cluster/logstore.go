@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/migrate"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -114,28 +112,14 @@ func migrateBoltLog(raftDir string, logger hclog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	first, err := src.FirstIndex()
+	first, last, err := copyLog(dst, src)
+	if err == nil {
+		err = copyStable(dst, src)
+	}
+	if e := dst.Close(); e != nil && err == nil {
+		err = e
+	}
 	if err != nil {
-		dst.Close()
-		return err
-	}
-	last, err := src.LastIndex()
-	if err != nil {
-		dst.Close()
-		return err
-	}
-	if last > 0 { // CopyLogs reads entry 0 of an empty log
-		if err := migrate.CopyLogs(ctx, dst, src, migrateBatchSize, nil); err != nil {
-			dst.Close()
-			return err
-		}
-	}
-	if err := copyStable(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	if err := dst.Close(); err != nil {
 		return err
 	}
 	if err := syncDir(tmp); err != nil {
@@ -149,6 +133,43 @@ func migrateBoltLog(raftDir string, logger hclog.Logger) error {
 	}
 	logger.Info("raft log migrated from raft-boltdb to a write-ahead log", "first", first, "last", last, "took", time.Since(start))
 	return nil
+}
+
+// copyLog copies into dst the entries of src that end its log without a
+// gap, and returns their range. A raft-boltdb log can hold a gap: a
+// follower that caught up by a snapshot install keeps the entries it had
+// before it (when fewer than TrailingLogs) and appends after the
+// snapshot's index. The WAL only holds consecutive entries, and those
+// before the gap are covered by that snapshot, so they stay behind.
+func copyLog(dst raft.LogStore, src raft.LogStore) (first, last uint64, err error) {
+	if last, err = src.LastIndex(); err != nil || last == 0 {
+		return 0, 0, err
+	}
+	lowest, err := src.FirstIndex()
+	if err != nil {
+		return 0, 0, err
+	}
+	first = last
+	var l raft.Log
+	for first > lowest && src.GetLog(first-1, &l) == nil {
+		first--
+	}
+	var batch []*raft.Log
+	size := 0
+	for i := first; i <= last; i++ {
+		e := new(raft.Log)
+		if err := src.GetLog(i, e); err != nil {
+			return 0, 0, fmt.Errorf("read entry %d: %w", i, err)
+		}
+		batch, size = append(batch, e), size+len(e.Data)
+		if size >= migrateBatchSize || i == last {
+			if err := dst.StoreLogs(batch); err != nil {
+				return 0, 0, fmt.Errorf("write entries %d..%d: %w", batch[0].Index, i, err)
+			}
+			batch, size = batch[:0], 0
+		}
+	}
+	return first, last, nil
 }
 
 // copyStable copies the keys hashicorp/raft keeps in its stable store,

@@ -87,13 +87,7 @@ func TestOpenLogStoreMigratesBoltLog(t *testing.T) {
 			if err := store.StoreLog(&raft.Log{Index: 301, Term: 7, Type: raft.LogCommand, Data: []byte("entry 301")}); err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Close(); err != nil {
-				t.Fatal(err)
-			}
-			again, err := openLogStore(dir, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			again := reopen(t, store, dir)
 			defer again.Close()
 			if last, _ := again.LastIndex(); last != 301 {
 				t.Fatalf("last index %d after reopening, want 301", last)
@@ -151,13 +145,7 @@ func TestLogStoreReopensAfterTailTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(store, 424, 430, 2)
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	again, err := openLogStore(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := reopen(t, store, dir)
 	defer again.Close()
 	for i := uint64(1); i <= 430; i++ {
 		var l raft.Log
@@ -171,5 +159,54 @@ func TestLogStoreReopensAfterTailTruncation(t *testing.T) {
 		if l.Term != want || string(l.Data) != fmt.Sprint(want, "/", i) {
 			t.Fatalf("entry %d: term %d %q", i, l.Term, l.Data)
 		}
+	}
+}
+
+// reopen closes store and opens dir's log again.
+func reopen(t *testing.T, store logStore, dir string) logStore {
+	t.Helper()
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return again
+}
+
+// A follower that caught up by a snapshot install kept its older entries
+// in raft-boltdb with a gap before the ones after the snapshot; the WAL
+// holds only consecutive entries, so the migration keeps those after the
+// gap (the snapshot covers the rest).
+func TestOpenLogStoreMigratesAcrossAGap(t *testing.T) {
+	dir := t.TempDir()
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, boltLogName), BoltOptions: raftLogBoltOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []*raft.Log
+	for _, r := range [][2]uint64{{1, 50}, {201, 300}} { // a snapshot installed at 200
+		for i := r[0]; i <= r[1]; i++ {
+			logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprint(i))})
+		}
+	}
+	if err := bolt.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	bolt.Close()
+	store, err := openLogStore(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	first, _ := store.FirstIndex()
+	last, _ := store.LastIndex()
+	if first != 201 || last != 300 {
+		t.Fatalf("migrated log holds %d..%d, want 201..300", first, last)
+	}
+	var l raft.Log
+	if err := store.GetLog(250, &l); err != nil || string(l.Data) != "250" {
+		t.Fatalf("entry 250: %q, %v", l.Data, err)
 	}
 }
