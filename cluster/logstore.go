@@ -42,7 +42,7 @@ type logStore interface {
 
 // openLogStore opens raftDir's log. A data directory from a release that
 // kept the log in raft-boltdb (raft/raft.db) is migrated first, once:
-// every entry and Raft's stable keys are copied into a new WAL beside it,
+// its gap-free end (copyLog) and Raft's stable keys are copied into a new WAL beside it,
 // which is renamed into place only when complete; raft.db is removed after.
 // A migration cut short leaves raft.db as it was and starts again.
 func openLogStore(raftDir string, logger hclog.Logger) (logStore, error) {
