@@ -326,22 +326,43 @@ func (c *Cluster) upgradeGate(cmd *fsmpb.Command) error {
 	if need <= 1 || c.fsm == nil {
 		return nil
 	}
-	peers, err := c.Peers()
+	old, err := c.upgradeBlockers(need)
 	if err != nil {
 		return err
 	}
-	var voters []string
-	for _, p := range peers {
-		if p.Voter {
-			voters = append(voters, p.ID)
-		}
-	}
-	recs, err := c.fsm.Nodes()
-	if err != nil {
-		return err
-	}
-	if old := fsm.UpgradeBlockers(need, voters, recs); len(old) > 0 {
+	if len(old) > 0 {
 		return fsm.UpgradeInProgress(need, old)
 	}
 	return nil
+}
+
+// upgradeBlockers names the voters whose builds apply only rule versions
+// below need.
+func (c *Cluster) upgradeBlockers(need uint32) ([]string, error) {
+	voters, err := c.voterIDs()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := c.fsm.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	return fsm.UpgradeBlockers(need, voters, recs), nil
+}
+
+// voterIDs lists the voters of the latest Raft configuration (Raft keeps
+// it in an atomic: no round trip through Raft's loop, so the FSM may ask
+// while it takes a snapshot).
+func (c *Cluster) voterIDs() ([]string, error) {
+	future := c.raft.GetConfiguration()
+	if err := future.Error(); err != nil {
+		return nil, err
+	}
+	var voters []string
+	for _, s := range future.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	return voters, nil
 }

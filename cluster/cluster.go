@@ -74,6 +74,9 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	if err := c.setupRaft(); err != nil {
 		return nil, err
 	}
+	if f != nil {
+		f.SetSnapshotVoters(c.voterIDs)
+	}
 	hasState := c.raft.LastIndex() > 0
 	g, err := newGossip(&c.cfg, NodeMeta{
 		APIAddr:      cfg.APIAddr,

@@ -109,6 +109,13 @@ func (c *countingSink) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// PaceState hands a compressed snapshot's pace to the paced sink below.
+func (c *countingSink) PaceState(n int) {
+	if p, ok := c.SnapshotSink.(fsm.StatePacer); ok {
+		p.PaceState(n)
+	}
+}
+
 var (
 	_ raft.BatchingFSM = (*observedFSM)(nil)
 	_ io.Writer        = (*countingSink)(nil)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fak-dev/fak/fsm"
 )
 
 // A snapshot copies the whole FSM database, and Raft's sink checksums
@@ -19,7 +21,10 @@ import (
 // serves no one and runs unpaced.
 
 // pacedSink is a snapshot sink written at most rate bytes a second, whose
-// file's dirty pages are handed to the disk every writebackEvery bytes.
+// file's dirty pages are handed to the disk every writebackEvery bytes. A
+// compressed snapshot is paced by the state it copies instead (PaceState):
+// it writes a fraction of those bytes, and reading and compressing them is
+// the work that competes with the Raft log.
 type pacedSink struct {
 	raft.SnapshotSink
 	rate    int64        // bytes/s; 0: unpaced
@@ -27,7 +32,13 @@ type pacedSink struct {
 	start   time.Time
 	n       int64
 	flush   *writeback
+	// state: the bytes of state copied, once the FSM reports them
+	// (byState); the pace then follows them, not the bytes written.
+	state   int64
+	byState bool
 }
+
+var _ fsm.StatePacer = (*pacedSink)(nil)
 
 // pacedChunk is how much is written between two looks at the clock.
 const pacedChunk = 1 << 20
@@ -53,14 +64,30 @@ func (p *pacedSink) Write(b []byte) (int, error) {
 		}
 		b = b[n:]
 		p.flush.wrote(int64(n))
-		if p.rate > 0 && !p.unpaced.Load() {
-			due := p.start.Add(time.Duration(float64(p.n) / float64(p.rate) * float64(time.Second)))
-			if d := time.Until(due); d > 0 {
-				time.Sleep(d)
-			}
+		if !p.byState {
+			p.wait(p.n)
 		}
 	}
 	return written, nil
+}
+
+// PaceState accounts n more bytes of state copied and waits until the
+// rate allows them.
+func (p *pacedSink) PaceState(n int) {
+	p.byState = true
+	p.state += int64(n)
+	p.wait(p.state)
+}
+
+// wait sleeps until done bytes are due at the rate.
+func (p *pacedSink) wait(done int64) {
+	if p.rate <= 0 || p.unpaced.Load() {
+		return
+	}
+	due := p.start.Add(time.Duration(float64(done) / float64(p.rate) * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d)
+	}
 }
 
 func (p *pacedSink) Close() error {

@@ -100,3 +100,37 @@ func TestPacedSink_UnpacedGoesAtOnce(t *testing.T) {
 		t.Fatal("an unpaced write still waited on the rate")
 	}
 }
+
+// A compressed snapshot is paced by the state it copies: writes that carry
+// few bytes do not wait, the state they stand for does. At 1 MiB/s, 2 MiB
+// of state take at least two seconds whatever was written.
+func TestPacedSink_PacesByStateOnceReported(t *testing.T) {
+	dir := t.TempDir()
+	var unpaced atomic.Bool
+	p := newPacedSink(newFileSink(t, dir, "1"), 1<<20, &unpaced, dir)
+	start := time.Now()
+	for range 8 {
+		p.PaceState(256 << 10)
+		if _, err := p.Write(make([]byte, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 1900*time.Millisecond {
+		t.Fatalf("2 MiB of state at 1 MiB/s took %v", took)
+	}
+	// Bytes written no longer count against the rate: 4 MiB more written
+	// with no state reported go at once.
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Write(make([]byte, 4<<20))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write after PaceState waited on the bytes written")
+	}
+}

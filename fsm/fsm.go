@@ -56,6 +56,9 @@ type FSM struct {
 	// restores counts Restore calls: state that may have gone backwards,
 	// which whoever caches what it read (the runner's runtimes) must drop.
 	restores atomic.Uint64
+	// voters lists the Raft voters, for deciding whether a snapshot may
+	// be compressed (snapshot_codec.go); nil: never.
+	voters atomic.Pointer[func() ([]string, error)]
 
 	notifyMu      sync.Mutex
 	notify        chan struct{}

@@ -11,14 +11,22 @@ import (
 func (f *FSM) Nodes() ([]*fsmpb.NodeRecord, error) {
 	var out []*fsmpb.NodeRecord
 	err := f.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
-			n := &fsmpb.NodeRecord{}
-			if err := proto.Unmarshal(v, n); err != nil {
-				return err
-			}
-			out = append(out, n)
-			return nil
-		})
+		var err error
+		out, err = nodesIn(tx)
+		return err
+	})
+	return out, err
+}
+
+func nodesIn(tx *bolt.Tx) ([]*fsmpb.NodeRecord, error) {
+	var out []*fsmpb.NodeRecord
+	err := tx.Bucket(bucketNodes).ForEach(func(_, v []byte) error {
+		n := &fsmpb.NodeRecord{}
+		if err := proto.Unmarshal(v, n); err != nil {
+			return err
+		}
+		out = append(out, n)
+		return nil
 	})
 	return out, err
 }

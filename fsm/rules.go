@@ -20,8 +20,11 @@ import (
 // version CommandRuleVersion gives that command, so that the leader
 // proposes it only once every voter's build applies it.
 
-// RuleVersion is the highest rule version this build applies.
-const RuleVersion uint32 = 1
+// RuleVersion is the highest rule version this build applies. Version 2
+// adds no command: a build of version 2 restores compressed snapshots
+// (SnapshotCompressionRules), so a fleet whose voters all advertise it
+// writes them.
+const RuleVersion uint32 = 2
 
 // CommandRuleVersion is the rule version c needs. Every command type of
 // this build needs version 1: the rules have not changed since versions

@@ -29,16 +29,17 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.snapState.Store(tx.Size())
 	// The read lock is held until Release so Restore cannot close the
 	// database under an open transaction.
-	return &snapshot{tx: tx, release: f.mu.RUnlock}, nil
+	return &snapshot{tx: tx, release: f.mu.RUnlock, compress: f.compressSnapshot(tx)}, nil
 }
 
 type snapshot struct {
-	tx      *bolt.Tx
-	release func()
+	tx       *bolt.Tx
+	release  func()
+	compress bool
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.tx.WriteTo(sink); err != nil {
+	if err := writeState(sink, s.tx, s.compress); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
@@ -66,7 +67,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if _, err := io.Copy(out, rc); err != nil {
+	if err := readState(out, rc); err != nil {
 		out.Close()
 		os.Remove(tmp)
 		return fmt.Errorf("restore: copy snapshot: %w", err)

@@ -1,6 +1,10 @@
 package node_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -50,6 +54,10 @@ func TestCluster_LaggingNodeCatchesUpBySnapshotInstall(t *testing.T) {
 	if err := leader.Running().Cluster().Raft().Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
+	// Every voter's build reads compressed snapshots, so this one is.
+	if !snapshotCompressed(t, leader) {
+		t.Fatal("the leader's snapshot is not zstd-compressed")
+	}
 	c.Start(lagging)
 	c.WaitFor(20*time.Second, "lagging node to install the snapshot", func() bool {
 		s, err := lagging.Running().FSM().Session(id)
@@ -67,4 +75,29 @@ func TestCluster_LaggingNodeCatchesUpBySnapshotInstall(t *testing.T) {
 	}
 	acked = append(acked, ackedWrite{seq, "after install"})
 	checkJournal(t, readAll(t, c, lagging, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE), acked)
+}
+
+// snapshotCompressed reports whether n's newest Raft snapshot is a zstd
+// stream (fsm/snapshot_codec.go).
+func snapshotCompressed(t *testing.T, n *testcluster.Node) bool {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(n.DataDir, "raft", "snapshots", "*", "state.bin"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no snapshot in %s (%v)", n.DataDir, err)
+	}
+	newest := slices.MaxFunc(dirs, func(a, b string) int {
+		ia, _ := os.Stat(a)
+		ib, _ := os.Stat(b)
+		return ia.ModTime().Compare(ib.ModTime())
+	})
+	f, err := os.Open(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if _, err := f.Read(head); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(head, []byte{0x28, 0xb5, 0x2f, 0xfd})
 }
