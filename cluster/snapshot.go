@@ -100,6 +100,22 @@ func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*snapshotfi
 	if err := c.countState(spool.Name(), &counted); err != nil {
 		return nil, 0, &snapshotfile.FormatError{Reason: err.Error()}
 	}
+	// Every follower installs what the leader restores: a compressed state
+	// (a backup taken once the fleet was upgraded) waits until no voter
+	// runs a build that cannot read it.
+	compressed, err := fsm.StateCompressed(spool)
+	if err != nil {
+		return nil, 0, err
+	}
+	if compressed {
+		old, err := c.upgradeBlockers(fsm.SnapshotCompressionRules)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(old) > 0 {
+			return nil, 0, fsm.UpgradeInProgress(fsm.SnapshotCompressionRules, old)
+		}
+	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return nil, 0, err
 	}

@@ -58,6 +58,20 @@ func (f *FSM) compressSnapshot(tx *bolt.Tx) bool {
 	return len(UpgradeBlockers(SnapshotCompressionRules, voters, recs)) == 0
 }
 
+// StateCompressed reports whether the snapshot state in r (from its
+// start) is a compressed one.
+func StateCompressed(r io.ReaderAt) (bool, error) {
+	head := make([]byte, len(zstdMagic))
+	n, err := r.ReadAt(head, 0)
+	if n < len(head) {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, err
+	}
+	return bytes.Equal(head, zstdMagic), nil
+}
+
 // writeState writes the database as tx sees it to w, compressed or not.
 func writeState(w io.Writer, tx *bolt.Tx, compress bool) error {
 	if !compress {

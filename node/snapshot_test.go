@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
+	"github.com/fak-dev/fak/cluster/snapshotfile"
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -258,4 +262,55 @@ func TestSnapshotRestoreRetiresRuntimes(t *testing.T) {
 		t.Fatalf("take the lease after the restore: %v", err)
 	}
 	turn("four", "turn 2 done")
+}
+
+// TestSnapshotRestoreOfCompressedStateWaitsForEveryVoter: a backup taken
+// once every voter reads compressed snapshots holds a compressed state;
+// while a voter runs a build that cannot read one (here: a voter with no
+// node record, which counts as rule version 1), restoring it is refused
+// with UPGRADE_IN_PROGRESS naming that voter and changes nothing.
+func TestSnapshotRestoreOfCompressedStateWaitsForEveryVoter(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	leader := c.WaitForLeader(30 * time.Second)
+	c.WaitFor(30*time.Second, "three node records", func() bool {
+		recs, err := leader.Running().FSM().Nodes()
+		return err == nil && len(recs) == 3
+	})
+	createSession(t, c, leader, "saved")
+	file := saveSnapshot(t, c, leader)
+	in := bytes.NewReader(file)
+	if _, err := snapshotfile.ReadHeader(in); err != nil {
+		t.Fatal(err)
+	}
+	if compressed, err := fsm.StateCompressed(io.NewSectionReader(in, int64(len(file)-in.Len()), int64(in.Len()))); err != nil || !compressed {
+		t.Fatalf("the backup of a fleet whose voters all read compressed snapshots holds a plain state (%v)", err)
+	}
+	later := createSession(t, c, leader, "after-save")
+	r := leader.Running().Cluster().Raft()
+	if err := r.AddVoter("old-build", "127.0.0.1:1", 0, 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := fleetDigest(t, c, leader)
+	_, err := restoreSnapshot(t, c, leader, file)
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || reasonOf(err) != "UPGRADE_IN_PROGRESS" ||
+		!strings.Contains(err.Error(), "old-build") {
+		t.Fatalf("restore with an old voter: %v (reason %q); want FAILED_PRECONDITION/UPGRADE_IN_PROGRESS naming old-build", err, reasonOf(err))
+	}
+	if after, _, _ := fleetDigest(t, c, leader); after != before {
+		t.Fatal("a refused restore changed the state")
+	}
+	if err := r.RemoveServer("old-build", 0, 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restoreSnapshot(t, c, leader, file); err != nil {
+		t.Fatalf("restore once every voter reads it: %v", err)
+	}
+	c.WaitFor(30*time.Second, "the restore on every node", func() bool {
+		for _, n := range c.Nodes {
+			if _, err := n.Running().FSM().Session(later); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
