@@ -21,7 +21,10 @@ SOAK_RUNS      ?= 10
 SOAK_DURATION  ?= 5m
 # Every package except the chaos runs, which `test` runs after them on their
 # own so their fleets do not compete for the CPU with the cluster tests.
-UNIT_PKGS = $$($(GO) list ./... | grep -v -e '/chaos$$' -e '/deploy$$')
+# The slowest packages first: go test runs -p (GOMAXPROCS) at once in
+# this order, and node's cluster tests alone take about six minutes.
+SLOW_PKGS = ./node ./e2e/witness ./e2e ./fsm ./cmd/fak ./cmd/fakctl ./cluster
+UNIT_PKGS = $$({ $(GO) list $(SLOW_PKGS); $(GO) list ./...; } | grep -v -e '/chaos$$' -e '/deploy$$' | awk '!seen[$$0]++')
 
 # The compose fleet of deploy/: `docker compose` when the plugin exists,
 # else docker-compose; project "fak" (containers fak_n1_1 or fak-n1-1).
