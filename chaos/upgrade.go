@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
 )
 
 // A rolling upgrade as a run's fault phase (Config.UpgradeTo): the fleet
@@ -79,11 +80,14 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 		events = append(events, ev)
 		rep.Order = append(rep.Order, n)
 	}
-	// The leader commits each node's advertised version as it sees it.
+	// The leader commits each node's advertised version as it sees it:
+	// wait for this build's (the harness is built from the tree the fleet
+	// is upgraded to), not merely a version, since the API shows a record
+	// without one as version 1.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		rep.RuleVersionsAfter = ruleVersions(ctx, f, clients)
-		if allNonZero(rep.RuleVersionsAfter, f.Nodes()) || time.Now().After(deadline) {
+		if allAt(rep.RuleVersionsAfter, f.Nodes(), fsm.RuleVersion) || time.Now().After(deadline) {
 			break
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
@@ -92,9 +96,9 @@ func upgradeFleet(ctx context.Context, f Fleet, clients map[string]*nodeClient, 
 	return rep, events, nil
 }
 
-func allNonZero(m map[string]uint32, nodes []string) bool {
+func allAt(m map[string]uint32, nodes []string, v uint32) bool {
 	for _, n := range nodes {
-		if m[n] == 0 {
+		if m[n] != v {
 			return false
 		}
 	}
