@@ -22,8 +22,10 @@ SOAK_DURATION  ?= 5m
 # Every package except the chaos runs, which `test` runs after them on their
 # own so their fleets do not compete for the CPU with the cluster tests.
 # The slowest packages first: go test runs -p (GOMAXPROCS) at once in
-# this order, and node's cluster tests alone take about six minutes.
-SLOW_PKGS = ./node ./e2e/witness ./e2e ./fsm ./cmd/fak ./cmd/fakctl ./cluster
+# this order, and node's cluster tests alone take about six minutes. The
+# browser witness comes after the others: beside node, both took twice as
+# long.
+SLOW_PKGS = ./node ./fsm ./cmd/fak ./cmd/fakctl ./e2e ./cluster ./e2e/witness
 UNIT_PKGS = $$({ $(GO) list $(SLOW_PKGS); $(GO) list ./...; } | grep -v -e '/chaos$$' -e '/deploy$$' | awk '!seen[$$0]++')
 
 # The compose fleet of deploy/: `docker compose` when the plugin exists,
