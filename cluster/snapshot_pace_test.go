@@ -86,9 +86,16 @@ func TestPacedSink_UnpacedGoesAtOnce(t *testing.T) {
 	var unpaced atomic.Bool
 	p := newPacedSink(newFileSink(t, dir, "1"), 1, &unpaced, dir)
 	unpaced.Store(true)
+	writesAtOnce(t, p, 3*pacedChunk, "an unpaced write still waited on the rate")
+}
+
+// writesAtOnce writes n bytes to p and fails with why unless they go
+// through well before any rate would let them.
+func writesAtOnce(t *testing.T, p *pacedSink, n int, why string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Write(make([]byte, 3*pacedChunk))
+		_, err := p.Write(make([]byte, n))
 		done <- err
 	}()
 	select {
@@ -97,7 +104,7 @@ func TestPacedSink_UnpacedGoesAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("an unpaced write still waited on the rate")
+		t.Fatal(why)
 	}
 }
 
@@ -120,17 +127,5 @@ func TestPacedSink_PacesByStateOnceReported(t *testing.T) {
 	}
 	// Bytes written no longer count against the rate: 4 MiB more written
 	// with no state reported go at once.
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Write(make([]byte, 4<<20))
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a write after PaceState waited on the bytes written")
-	}
+	writesAtOnce(t, p, 4<<20, "a write after PaceState waited on the bytes written")
 }
