@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -95,9 +95,9 @@ func snapshotCompressed(t *testing.T, n *testcluster.Node) bool {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	head := make([]byte, 4)
-	if _, err := f.Read(head); err != nil {
+	compressed, err := fsm.StateCompressed(f)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.Equal(head, []byte{0x28, 0xb5, 0x2f, 0xfd})
+	return compressed
 }

@@ -16,9 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/cluster"
-	"github.com/fak-dev/fak/node"
-	"github.com/fak-dev/fak/node/testcluster"
+	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
 
 // BenchmarkDataDir measures the data directory against the journals it
@@ -40,18 +38,10 @@ func BenchmarkDataDir(b *testing.B) {
 		b.Run("text="+text.name, func(b *testing.B) {
 			texts := text.gen(b, events)
 			for i := 0; i < b.N; i++ {
-				c := benchFleet(b, testcluster.Options{Configure: func(_ string, cfg *node.Config) {
-					cfg.SnapshotLogFraction = cluster.DefaultSnapshotLogFraction
-				}})
-				leader := c.Leader()
-				cl := c.Sessions(leader)
-				r, err := cl.CreateSession(context.Background(), connect.NewRequest(&fakv1.CreateSessionRequest{Title: "datadir"}))
-				if err != nil {
-					b.Fatal(err)
-				}
+				c, leader, cl, id := policyFleet(b, "datadir")
 				half := len(texts) / 2
 				for _, part := range [][]string{texts[:half], texts[half:]} {
-					appendTexts(b, cl, r.Msg.Session.SessionId, part)
+					appendTexts(b, cl, id, part)
 					if _, err := leader.Running().Cluster().SaveSnapshot(context.Background(), io.Discard); err != nil {
 						b.Fatal(err)
 					}
@@ -68,9 +58,7 @@ func BenchmarkDataDir(b *testing.B) {
 }
 
 // appendTexts appends texts as notes, 1,000 per call.
-func appendTexts(b *testing.B, cl interface {
-	AppendEvents(context.Context, *connect.Request[fakv1.AppendEventsRequest]) (*connect.Response[fakv1.AppendEventsResponse], error)
-}, id string, texts []string) {
+func appendTexts(b *testing.B, cl fakv1connect.SessionServiceClient, id string, texts []string) {
 	for len(texts) > 0 {
 		n := min(len(texts), 1000)
 		evs := make([]*fakv1.EventInput, n)

@@ -33,18 +33,8 @@ import (
 // what its clean shutdown left, so no snapshot was taken at shutdown and
 // the database was not marked clean; the same boot, so it is kept.
 func BenchmarkRestartNode(b *testing.B) {
-	// The agent's snapshot policy (amortised, with a snapshot before a
-	// shutdown that left much log since the last).
-	c := benchFleet(b, testcluster.Options{Configure: func(_ string, cfg *node.Config) {
-		cfg.SnapshotLogFraction = cluster.DefaultSnapshotLogFraction
-	}})
-	leader := c.Leader()
-	cl := c.Sessions(leader)
-	r, err := cl.CreateSession(context.Background(), connect.NewRequest(&fakv1.CreateSessionRequest{Title: "restart"}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	appendThousands(b, cl, r.Msg.Session.SessionId, int(benchEnv(b, "FAK_RESTART_EVENTS", 200_000, 1000)/1000))
+	c, leader, cl, id := policyFleet(b, "restart")
+	appendThousands(b, cl, id, int(benchEnv(b, "FAK_RESTART_EVENTS", 200_000, 1000)/1000))
 	n := c.Followers()[0]
 	journal, before := dataDir(b, c, n, "before the first snapshot")
 	var kept, rebuilt, crashed, shutdown []time.Duration
@@ -104,6 +94,22 @@ func BenchmarkRestartNode(b *testing.B) {
 	b.ReportMetric(float64(journal)/1e6, "journal-MB")
 	b.ReportMetric(float64(before)/float64(journal), "datadir/journal-before")
 	b.ReportMetric(float64(after)/float64(journal), "datadir/journal-after")
+}
+
+// policyFleet starts a fleet with the agent's snapshot policy (amortised,
+// with a snapshot before a shutdown that left much log since the last)
+// and creates one session on its leader.
+func policyFleet(b *testing.B, title string) (*testcluster.Cluster, *testcluster.Node, fakv1connect.SessionServiceClient, string) {
+	c := benchFleet(b, testcluster.Options{Configure: func(_ string, cfg *node.Config) {
+		cfg.SnapshotLogFraction = cluster.DefaultSnapshotLogFraction
+	}})
+	leader := c.Leader()
+	cl := c.Sessions(leader)
+	r, err := cl.CreateSession(context.Background(), connect.NewRequest(&fakv1.CreateSessionRequest{Title: title}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, leader, cl, r.Msg.Session.SessionId
 }
 
 // dataDir measures n's data directory and the journals it holds
