@@ -26,8 +26,8 @@ import (
 // random base64, which nothing compresses: the worst case.
 // FAK_DATADIR_EVENTS (1,000,000) events of 256 bytes go to one session in
 // appends of 1,000, in two halves, each followed by a snapshot on the
-// leader (`fakctl snapshot save`), so the leader ends holding the two
-// snapshots Raft retains, its database and the log since; a follower keeps
+// leader (`fakctl snapshot save`), so the leader ends holding the one
+// snapshot Raft retains, its database and the log since; a follower keeps
 // what the agent's snapshot policy left it. Run with -benchtime 1x.
 func BenchmarkDataDir(b *testing.B) {
 	events := int(benchEnv(b, "FAK_DATADIR_EVENTS", 1_000_000, 2000))
@@ -46,7 +46,7 @@ func BenchmarkDataDir(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				journal, total := dataDir(b, c, leader, "the leader, two snapshots")
+				journal, total := dataDir(b, c, leader, "the leader, after two snapshots")
 				_, follower := dataDir(b, c, c.Followers()[0], "a follower")
 				b.ReportMetric(float64(journal)/1e6, "journal-MB")
 				b.ReportMetric(float64(total)/float64(journal), "leader-datadir/journal")
