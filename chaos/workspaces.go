@@ -106,7 +106,10 @@ func workspaceWitness(journals map[string][]checker.JournalEvent, ids []string) 
 				}
 				_ = json.Unmarshal(e.Data, &f)
 				w.cutover = fmt.Sprintf("move %s %s → %s (%s) at #%d", f.MoveID, f.From, f.To, f.Cause, e.Seq)
-				w.recovered = f.Cause == "recovery"
+				// A recovery's latitude lasts until a turn reads the
+				// workspace: a move after it carries the recovered copy,
+				// whatever state of the chain that copy held.
+				w.recovered = w.recovered || f.Cause == "recovery"
 				w.moved = !w.recovered
 			case "tool.call":
 				var c struct {

@@ -66,8 +66,17 @@ func TestWorkspaceWitness(t *testing.T) {
 			t.Errorf("seen %q after an unconfirmed write: %v", seen, st.Violations)
 		}
 	}
-	// After a recovery, a state the chain never had is a violation.
+	// A recovery to an older copy, then a move before any turn read it
+	// (seed 1231730015): the move carries the recovered copy.
 	evs := witnessTurn(1, 1, "one", "")
+	evs = append(evs, witnessTurn(5, 2, "two", a)...)
+	evs = append(evs, cutover(10, "recovery"), cutover(11, "operator"))
+	evs = append(evs, witnessTurn(12, 3, "three", a)...)
+	if st := workspaceWitness(map[string][]checker.JournalEvent{"s": evs}, []string{"s"}); len(st.Violations) != 0 || st.AfterRecoveries != 1 {
+		t.Errorf("an older copy carried by a move after its recovery: %+v", st)
+	}
+	// After a recovery, a state the chain never had is a violation.
+	evs = witnessTurn(1, 1, "one", "")
 	evs = append(evs, cutover(10, "recovery"))
 	evs = append(evs, witnessTurn(11, 2, "two", "f00d")...)
 	if st := workspaceWitness(map[string][]checker.JournalEvent{"s": evs}, []string{"s"}); len(st.Violations) != 1 {
