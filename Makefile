@@ -180,11 +180,13 @@ bench-runner:
 bench-gateway:
 	$(GO) test -run '^$$' -bench 'BenchmarkGateway' -benchtime 1x ./node/
 
-# fak and etcd v3.7 side by side (issue 17): raw hashicorp/raft and fak's
-# appends through the API, then etcd (bench/etcd, its own module: three
-# embedded members in one process, like fak's test fleet), in one run.
+# fak and etcd v3.7 side by side (issue 17): raw hashicorp/raft, fak's API
+# alone (a stale read) and fak's appends through the API, one client then
+# 64, then etcd (bench/etcd, its own module: three embedded members in one
+# process, like fak's test fleet), in one run.
 bench-etcd:
-	$(GO) test -run '^$$' -bench 'RawRaft|BenchmarkAppend/clients=(1|64)/batch=1$$' -benchtime 3000x ./node/
+	$(GO) test -run '^$$' -bench 'RawRaftApply/log=(boltdb|wal)$$|DescribeStale/clients=1$$|BenchmarkAppend/clients=1/' -benchtime 3000x ./node/
+	$(GO) test -run '^$$' -bench 'RawRaftApply/log=wal,appliers=64|DescribeStale/clients=64|BenchmarkAppend/clients=64/batch=1$$' -benchtime 20000x ./node/
 	cd bench/etcd && $(GO) run . -puts-1 3000 -puts-64 20000 2>/dev/null
 
 clean:

@@ -19,16 +19,22 @@ import (
 // Group commit. Raft's per-entry cost (log write, replication, FSM call,
 // future) caps it at a few thousand entries/s here, while the bytes are
 // cheap. So the leader coalesces concurrent commands into one log entry: a
-// single goroutine takes whatever is queued (up to maxBatchCommands /
-// maxBatchBytes) and proposes it as one entry, keeping at most maxInflight
-// entries in Raft. While those are in flight, new commands queue and form the
-// next, larger entry: batches grow with load. A command arriving when nothing
+// single goroutine waits for an entry slot, then takes whatever is queued
+// (up to maxBatchCommands / maxBatchBytes) and proposes it as one entry,
+// keeping at most maxInflight entries in Raft. While one is in flight, new
+// commands queue and form the next, larger entry: batches grow with load.
+// One in flight: hashicorp/raft's leader fsyncs an entry before it
+// replicates it, so a commit is a row of fsyncs on every node, and a
+// second entry in flight only splits the commands one such round could
+// carry. Filling at slot time and one entry in flight took 64 one-event
+// clients from 5,700 to 6,650 events/s (mean of 7 alternating rounds)
+// over filling first with two in flight, with no loss at 4 clients. A command arriving when nothing
 // is queued and a slot is free is proposed by its own goroutine (no hand-off
 // to the batcher and back), so a lone client pays no extra goroutine wake-ups.
 const (
 	maxBatchCommands = 512
 	maxBatchBytes    = 512 << 10 // raft.SuggestedMaxDataSize
-	maxInflight      = 2
+	maxInflight      = 1
 	proposalQueue    = 4096
 )
 
@@ -184,6 +190,15 @@ func (a *applier) batchLoop() {
 			a.drainQueue()
 			return
 		}
+		// The slot first, then the fill: what queued while the last
+		// entry was in Raft joins this one.
+		select {
+		case a.slots <- struct{}{}:
+		case <-a.stopCh:
+			failAll([]*proposal{first}, ErrShutdown)
+			a.drainQueue()
+			return
+		}
 		batch := []*proposal{first}
 		size := first.size
 	fill:
@@ -198,6 +213,7 @@ func (a *applier) batchLoop() {
 		}
 		batch = dropCancelled(batch)
 		if len(batch) == 0 {
+			<-a.slots
 			continue
 		}
 		var cmds []*fsmpb.Command
@@ -206,15 +222,9 @@ func (a *applier) batchLoop() {
 		}
 		data, err := fsm.EncodeBatch(cmds)
 		if err != nil {
+			<-a.slots
 			failAll(batch, err)
 			continue
-		}
-		select {
-		case a.slots <- struct{}{}:
-		case <-a.stopCh:
-			failAll(batch, ErrShutdown)
-			a.drainQueue()
-			return
 		}
 		a.obs.ObserveEntry(len(cmds))
 		f := a.raft.Apply(data, 0)

@@ -158,27 +158,34 @@ func (c *errProbe) Err() error {
 }
 
 // stall fills Raft with maxInflight one-command entries the shut FSM holds,
-// then hands the batcher a plug proposal and waits until the plug's batch
-// is closed: from then on, every command submitted queues, and all of them
-// are taken together once the FSM is let go. It returns the plug's answer.
+// then hands the batcher a plug proposal and waits until the batcher has
+// taken it: the batcher now waits for a slot, so every command submitted
+// from then on queues, and all of them join the plug's entry once the FSM
+// is let go. It returns the lone callers and the plug.
 func (r *applierRig) stall(t *testing.T) (lone []*call, plug *proposal) {
 	t.Helper()
 	for i := range maxInflight {
 		lone = append(lone, r.submit(fmt.Sprintf("lone%d", i)))
 		waitFor(t, "a lone command proposed", func() bool { return len(r.obs.proposed()) == i+1 })
 	}
-	if got := r.obs.proposed(); !slices.Equal(got, []int{1, 1}) || len(r.a.slots) != maxInflight {
+	if got := r.obs.proposed(); !slices.Equal(got, loneEntries()) || len(r.a.slots) != maxInflight {
 		t.Fatalf("entries %v, %d slots taken; want %d lone entries holding every slot", got, len(r.a.slots), maxInflight)
 	}
-	probe := &errProbe{Context: context.Background(), asked: make(chan struct{})}
-	plug = &proposal{ctx: probe, cmds: []*fsmpb.Command{note("plug")}, size: proto.Size(note("plug")), done: make(chan proposalResult, 1)}
+	plug = &proposal{ctx: context.Background(), cmds: []*fsmpb.Command{note("plug")}, size: proto.Size(note("plug")), done: make(chan proposalResult, 1)}
 	r.a.queue <- plug
-	select {
-	case <-probe.asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the batcher never closed the plug's batch")
-	}
+	r.queued(t, 0)
 	return lone, plug
+}
+
+// loneEntries is what stall proposes: maxInflight entries of one command.
+func loneEntries() []int {
+	return slices.Repeat([]int{1}, maxInflight)
+}
+
+// afterStall is the entries proposed by stall and then the plug's entry,
+// which also holds the n commands queued behind it.
+func afterStall(n int) []int {
+	return append(loneEntries(), 1+n)
 }
 
 // queued waits until n commands wait in the queue.
@@ -223,18 +230,20 @@ func TestApplierCoalescesQueuedCommands(t *testing.T) {
 	if res := <-plug.done; res.err != nil || len(res.results) != 1 || res.results[0].GetAppend().GetSessionId() != "result of plug" {
 		t.Fatalf("plug: %+v", res)
 	}
-	if got := r.obs.proposed(); !slices.Equal(got, []int{1, 1, 1, 10}) {
-		t.Fatalf("entries proposed %v, want the two lone ones, the plug, then all ten queued commands in one", got)
+	if got := r.obs.proposed(); !slices.Equal(got, afterStall(10)) {
+		t.Fatalf("entries proposed %v, want the lone ones, then the plug and all ten queued commands in one", got)
 	}
 	entries := r.fsm.applied()
-	if len(entries) != 4 || len(entries[3]) != 10 {
+	if len(entries) != maxInflight+1 || len(entries[maxInflight]) != 11 {
 		t.Fatalf("entries applied %v", entries)
 	}
-	got := slices.Sorted(slices.Values(entries[3]))
-	for i, id := range got {
-		if id != fmt.Sprintf("q%02d", i) {
-			t.Fatalf("the coalesced entry holds %v, want q00..q09 once each", got)
-		}
+	got := slices.Sorted(slices.Values(entries[maxInflight]))
+	want := []string{"plug"}
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("q%02d", i))
+	}
+	if slices.Sort(want); !slices.Equal(got, want) {
+		t.Fatalf("the coalesced entry holds %v, want the plug and q00..q09 once each", got)
 	}
 }
 
@@ -264,12 +273,12 @@ func TestApplierDropsCancelledProposals(t *testing.T) {
 			c.wantResult(t)
 		}
 	}
-	waitFor(t, "four entries applied", func() bool { return len(r.fsm.applied()) == 4 })
-	last := r.fsm.applied()[3]
-	if len(last) != 7 || slices.ContainsFunc(last, func(id string) bool { return cancelled[id] }) {
-		t.Fatalf("the coalesced entry holds %v, want the seven commands not cancelled", last)
+	waitFor(t, "the plug's entry applied", func() bool { return len(r.fsm.applied()) == maxInflight+1 })
+	last := r.fsm.applied()[maxInflight]
+	if len(last) != 8 || slices.ContainsFunc(last, func(id string) bool { return cancelled[id] }) {
+		t.Fatalf("the coalesced entry holds %v, want the plug and the seven commands not cancelled", last)
 	}
-	if got := r.obs.proposed(); !slices.Equal(got, []int{1, 1, 1, 7}) {
+	if got := r.obs.proposed(); !slices.Equal(got, afterStall(7)) {
 		t.Fatalf("entries proposed %v", got)
 	}
 }
@@ -291,7 +300,7 @@ func TestApplierBoundsEntriesInFlight(t *testing.T) {
 	for _, c := range append(lone, calls...) {
 		c.wantResult(t)
 	}
-	if got := r.obs.proposed(); !slices.Equal(got, []int{1, 1, 1, 50}) {
+	if got := r.obs.proposed(); !slices.Equal(got, afterStall(50)) {
 		t.Fatalf("entries proposed %v", got)
 	}
 	waitFor(t, "every slot released", func() bool { return len(r.a.slots) == 0 })
@@ -345,7 +354,7 @@ func TestApplierErrors(t *testing.T) {
 				t.Fatalf("%s: result %v, err %v; want an error", c.id, c.result, c.err)
 			}
 		}
-		if calls[0].err.Error() != "fsm returned 1 results for 2 commands" {
+		if calls[0].err.Error() != "fsm returned 2 results for 3 commands" {
 			t.Fatalf("err %q", calls[0].err)
 		}
 	})

@@ -72,7 +72,7 @@ func TestApplierKeepsCompanionsTogetherInABatch(t *testing.T) {
 		t.Fatalf("companion's result %q", res)
 	}
 	entries := r.fsm.applied()
-	if last := entries[len(entries)-1]; !slices.Equal(last, []string{"q0", "q1", "q1-next", "q2"}) {
-		t.Fatalf("last entry %v, want q0 q1 q1-next q2", last)
+	if last := entries[len(entries)-1]; !slices.Equal(last, []string{"plug", "q0", "q1", "q1-next", "q2"}) {
+		t.Fatalf("last entry %v, want plug q0 q1 q1-next q2", last)
 	}
 }
