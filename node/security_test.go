@@ -63,14 +63,22 @@ func TestSecurity_FleetWithGossipKeyAndTLS(t *testing.T) {
 	if len(peers.Msg.Peers) != 3 {
 		t.Fatalf("raft peers = %d, want 3", len(peers.Msg.Peers))
 	}
-	// The API speaks HTTP/2 over TLS.
-	resp, err := c.HTTPClient().Get(c.BaseURL(leader) + "/v1/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.ProtoMajor != 2 || resp.TLS == nil {
-		t.Fatalf("health answered over %s, tls %v; want HTTP/2 over TLS", resp.Proto, resp.TLS != nil)
+	// The API speaks TLS: HTTP/1.1 to the fleet's unary calls, HTTP/2 to
+	// its streams (apiclient's split transport), negotiated by ALPN.
+	for _, call := range []struct{ contentType, want string }{{"application/proto", "HTTP/1.1"}, {"application/connect+proto", "HTTP/2.0"}} {
+		req, err := http.NewRequest("GET", c.BaseURL(leader)+"/v1/health", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", call.contentType)
+		resp, err := c.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Proto != call.want || resp.TLS == nil {
+			t.Fatalf("a %s call answered over %s, tls %v; want %s over TLS", call.contentType, resp.Proto, resp.TLS != nil, call.want)
+		}
 	}
 
 	fs := c.Followers()

@@ -81,12 +81,13 @@ func (f TLSFiles) Config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// NewTLSHTTPClient is NewHTTPClientDialer that also speaks HTTP/2 over TLS
-// (ALPN) with cfg for https addresses; http addresses keep h2c. A nil cfg
-// uses Go's defaults (system roots, no client certificate).
+// NewTLSHTTPClient is NewHTTPClientDialer that also speaks TLS with cfg
+// for https addresses (HTTP/1.1 or HTTP/2 by ALPN, as for http); http
+// addresses keep plaintext. A nil cfg uses Go's defaults (system roots, no
+// client certificate).
 func NewTLSHTTPClient(cfg *tls.Config, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
 	hc := NewHTTPClientDialer(dial)
-	hc.Transport.(*http.Transport).TLSClientConfig = cfg
+	hc.Transport.(*splitTransport).setTLS(cfg)
 	return hc
 }
 

@@ -51,7 +51,7 @@ type fakeFleet struct {
 	budget       *fakv1.Envelope
 	endpoints    []*fakv1.Endpoint
 	describedAs  []string // attachment_id of every DescribeSession call
-	nonHTTP2     atomic.Int64
+	wrongProto   atomic.Int64
 }
 
 func newFakeFleet() *fakeFleet {
@@ -71,8 +71,12 @@ func (f *fakeFleet) start(t *testing.T) string {
 	mux.Handle(fakv1connect.NewSessionServiceHandler(f, connect.WithInterceptors(requireToken{testToken})))
 	mux.Handle(fakv1connect.NewClusterServiceHandler(f, connect.WithInterceptors(requireToken{testToken})))
 	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor != 2 {
-			f.nonHTTP2.Add(1)
+		// fakctl's contract with a node: streams over HTTP/2, unary
+		// calls over HTTP/1.1 (apiclient's split transport).
+		ct := r.Header.Get("Content-Type")
+		stream := strings.HasPrefix(ct, "application/connect+") || strings.HasPrefix(ct, "application/grpc")
+		if stream != (r.ProtoMajor == 2) {
+			f.wrongProto.Add(1)
 		}
 		mux.ServeHTTP(w, r)
 	}))
@@ -82,8 +86,8 @@ func (f *fakeFleet) start(t *testing.T) string {
 	server.Start()
 	t.Cleanup(func() {
 		server.Close()
-		if n := f.nonHTTP2.Load(); n > 0 {
-			t.Errorf("%d requests did not use HTTP/2", n)
+		if n := f.wrongProto.Load(); n > 0 {
+			t.Errorf("%d requests used the wrong protocol (streams go over HTTP/2, unary calls over HTTP/1.1)", n)
 		}
 	})
 	return server.URL
