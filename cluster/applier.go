@@ -29,9 +29,10 @@ import (
 // carry. Filling at slot time and one entry in flight took 64 one-event
 // clients of an in-process fleet from 5,700 to 6,650 events/s (mean of 7
 // alternating rounds) over filling first with two in flight, with no loss
-// at 4 clients; three processes measured the same either way. A command arriving when nothing
-// is queued and a slot is free is proposed by its own goroutine (no hand-off
-// to the batcher and back), so a lone client pays no extra goroutine wake-ups.
+// at 4 clients; three processes measured the same either way. A command
+// arriving when nothing is queued and a slot is free is proposed by its
+// own goroutine (no hand-off to the batcher and back), so a lone client
+// pays no extra goroutine wake-ups.
 const (
 	maxBatchCommands = 512
 	maxBatchBytes    = 512 << 10 // raft.SuggestedMaxDataSize

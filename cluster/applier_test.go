@@ -144,19 +144,6 @@ func (c *call) wantResult(t *testing.T) {
 	}
 }
 
-// errProbe is a context whose Err reports being asked: the batcher asks
-// each proposal's context once it has closed its batch (dropCancelled).
-type errProbe struct {
-	context.Context
-	once  sync.Once
-	asked chan struct{}
-}
-
-func (c *errProbe) Err() error {
-	c.once.Do(func() { close(c.asked) })
-	return c.Context.Err()
-}
-
 // stall fills Raft with maxInflight one-command entries the shut FSM holds,
 // then hands the batcher a plug proposal and waits until the batcher has
 // taken it: the batcher now waits for a slot, so every command submitted
