@@ -185,8 +185,8 @@ bench-gateway:
 # 64, then etcd (bench/etcd, its own module: three embedded members in one
 # process, like fak's test fleet), in one run.
 bench-etcd:
-	$(GO) test -run '^$$' -bench 'RawRaftApply/log=(boltdb|wal)$$|DescribeStale/clients=1$$|BenchmarkAppend/clients=1/' -benchtime 3000x ./node/
-	$(GO) test -run '^$$' -bench 'RawRaftApply/log=wal,appliers=64|DescribeStale/clients=64|BenchmarkAppend/clients=64/batch=1$$' -benchtime 20000x ./node/
+	$(GO) test -run '^$$' -bench 'RawRaftApply/log=(boltdb|wal)$$|ClusterApply/clients=1$$|DescribeStale/clients=1$$|BenchmarkAppend/clients=1/' -benchtime 3000x ./node/
+	$(GO) test -run '^$$' -bench 'RawRaftApply/log=wal,appliers=64|ClusterApply/clients=64|DescribeStale/clients=64|BenchmarkAppend/clients=64/batch=1$$' -benchtime 20000x ./node/
 	cd bench/etcd && $(GO) run . -puts-1 3000 -puts-64 20000 2>/dev/null
 
 clean:
