@@ -61,6 +61,7 @@ type inflightEntry struct {
 
 type applier struct {
 	raft     *raft.Raft
+	raftDown <-chan struct{} // closed once raft has shut down (awaitApply)
 	logger   hclog.Logger
 	obs      Observer
 	queue    chan *proposal
@@ -74,9 +75,10 @@ type applier struct {
 	companions atomic.Pointer[CompanionsFunc]
 }
 
-func newApplier(r *raft.Raft, logger hclog.Logger, obs Observer) *applier {
+func newApplier(r *raft.Raft, raftDown <-chan struct{}, logger hclog.Logger, obs Observer) *applier {
 	a := &applier{
 		raft:     r,
+		raftDown: raftDown,
 		logger:   logger,
 		obs:      obs,
 		queue:    make(chan *proposal, proposalQueue),
@@ -171,7 +173,7 @@ func (a *applier) proposeAlone(ctx context.Context, cmds []*fsmpb.Command) ([]*f
 	}
 	a.obs.ObserveEntry(len(cmds))
 	f := a.raft.Apply(data, 0)
-	if err := f.Error(); err != nil {
+	if err := awaitApply(f, a.raftDown); err != nil {
 		return nil, mapRaftError(err)
 	}
 	results, ok := f.Response().([]*fsmpb.Result)
@@ -257,7 +259,7 @@ func dropCancelled(batch []*proposal) []*proposal {
 func (a *applier) resolveLoop() {
 	defer a.wg.Done()
 	for e := range a.inflight {
-		err := e.future.Error()
+		err := awaitApply(e.future, a.raftDown)
 		<-a.slots
 		if err != nil {
 			failAll(e.proposals, mapRaftError(err))

@@ -94,10 +94,11 @@ func newApplierRig(t *testing.T) *applierRig {
 	n := newMemNode(t, "n1", g, func(c *raft.Config) { c.BatchApplyCh = true })
 	newLeader(t, n)
 	obs := &entryObserver{}
-	a := newApplier(n.raft, hclog.NewNullLogger(), obs)
-	// Raft first (its shutdown resolves every future), then the applier,
-	// as Cluster.Shutdown does; the gate opens so Raft's FSM goroutine ends.
-	t.Cleanup(func() { g.open(); n.raft.Shutdown().Error(); a.stop() })
+	raftDown := make(chan struct{})
+	a := newApplier(n.raft, raftDown, hclog.NewNullLogger(), obs)
+	// Raft first, then the applier, as Cluster.Shutdown does; the gate
+	// opens so Raft's FSM goroutine ends.
+	t.Cleanup(func() { g.open(); n.raft.Shutdown().Error(); close(raftDown); a.stop() })
 	return &applierRig{a: a, fsm: g, obs: obs}
 }
 
@@ -322,7 +323,7 @@ func TestApplierStopAnswersQueued(t *testing.T) {
 func TestApplierErrors(t *testing.T) {
 	t.Run("not the leader", func(t *testing.T) {
 		n := newMemNode(t, "n1", &gateFSM{gate: make(chan struct{})}, nil) // never bootstrapped
-		a := newApplier(n.raft, hclog.NewNullLogger(), nopObserver{})
+		a := newApplier(n.raft, make(chan struct{}), hclog.NewNullLogger(), nopObserver{})
 		t.Cleanup(a.stop)
 		if _, err := a.submit(context.Background(), note("x")); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("err %v, want ErrNotLeader", err)

@@ -43,6 +43,8 @@ type Cluster struct {
 	ready atomic.Bool
 
 	shutdownCh chan struct{}
+	// raftDown closes once Raft has shut down (awaitApply).
+	raftDown chan struct{}
 	// nudges carries requests for a commit nudge to the leader's nudger
 	// (nudge.go).
 	nudges       chan struct{}
@@ -70,7 +72,7 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	if cfg.DeadServerGrace == 0 {
 		cfg.DeadServerGrace = DefaultDeadServerGrace
 	}
-	c := &Cluster{cfg: cfg, logger: cfg.Logger, fsm: f, shutdownCh: make(chan struct{}), nudges: make(chan struct{}, 1)}
+	c := &Cluster{cfg: cfg, logger: cfg.Logger, fsm: f, shutdownCh: make(chan struct{}), raftDown: make(chan struct{}), nudges: make(chan struct{}, 1)}
 	if err := c.setupRaft(); err != nil {
 		return nil, err
 	}
@@ -93,7 +95,7 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 	}
 	c.gossip = g
 	c.gossipRef.Store(g)
-	c.applier = newApplier(c.raft, c.logger.Named("applier"), c.cfg.observer())
+	c.applier = newApplier(c.raft, c.raftDown, c.logger.Named("applier"), c.cfg.observer())
 
 	c.wg.Add(2)
 	go c.monitorLeadership()
@@ -265,11 +267,13 @@ func (c *Cluster) Shutdown() error {
 		if e := c.gossip.shutdown(); e != nil {
 			err = e
 		}
-		// Raft first: its shutdown resolves every pending future, so the
+		// Raft first: its shutdown answers every future its loop took, and
+		// raftDown ends the wait on any it never took (awaitApply), so the
 		// applier's loops can drain even when the cluster has no quorum.
 		if e := c.raft.Shutdown().Error(); e != nil && err == nil {
 			err = e
 		}
+		close(c.raftDown)
 		c.applier.stop()
 		c.wg.Wait()
 		c.transport.Close()
