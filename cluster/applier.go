@@ -61,7 +61,7 @@ type inflightEntry struct {
 
 type applier struct {
 	raft     *raft.Raft
-	raftDown <-chan struct{} // closed once raft has shut down (awaitApply)
+	raftDown <-chan struct{} // closed once raft has shut down (awaitFuture)
 	logger   hclog.Logger
 	obs      Observer
 	queue    chan *proposal
@@ -173,7 +173,7 @@ func (a *applier) proposeAlone(ctx context.Context, cmds []*fsmpb.Command) ([]*f
 	}
 	a.obs.ObserveEntry(len(cmds))
 	f := a.raft.Apply(data, 0)
-	if err := awaitApply(f, a.raftDown); err != nil {
+	if err := awaitFuture(f, a.raftDown); err != nil {
 		return nil, mapRaftError(err)
 	}
 	results, ok := f.Response().([]*fsmpb.Result)
@@ -259,7 +259,7 @@ func dropCancelled(batch []*proposal) []*proposal {
 func (a *applier) resolveLoop() {
 	defer a.wg.Done()
 	for e := range a.inflight {
-		err := awaitApply(e.future, a.raftDown)
+		err := awaitFuture(e.future, a.raftDown)
 		<-a.slots
 		if err != nil {
 			failAll(e.proposals, mapRaftError(err))

@@ -43,7 +43,7 @@ type Cluster struct {
 	ready atomic.Bool
 
 	shutdownCh chan struct{}
-	// raftDown closes once Raft has shut down (awaitApply).
+	// raftDown closes once Raft has shut down (awaitFuture).
 	raftDown chan struct{}
 	// nudges carries requests for a commit nudge to the leader's nudger
 	// (nudge.go).
@@ -268,7 +268,7 @@ func (c *Cluster) Shutdown() error {
 			err = e
 		}
 		// Raft first: its shutdown answers every future its loop took, and
-		// raftDown ends the wait on any it never took (awaitApply), so the
+		// raftDown ends the wait on any it never took (awaitFuture), so the
 		// applier's loops can drain even when the cluster has no quorum.
 		if e := c.raft.Shutdown().Error(); e != nil && err == nil {
 			err = e

@@ -14,7 +14,7 @@ import (
 // buffered apply channel (BatchApplyCh) is never answered, and only
 // raftDown ends the wait on it. A round ends when every applier has
 // returned or fails after 10 s.
-func TestAwaitApplyReturnsAcrossShutdown(t *testing.T) {
+func TestAwaitFutureReturnsAcrossShutdown(t *testing.T) {
 	const rounds, appliers = 10, 8
 	for round := range rounds {
 		n := newMemNode(t, fmt.Sprintf("n%d", round), nopFSM{}, func(c *raft.Config) { c.BatchApplyCh = true })
@@ -25,7 +25,7 @@ func TestAwaitApplyReturnsAcrossShutdown(t *testing.T) {
 		for range appliers {
 			wg.Go(func() {
 				for {
-					if err := awaitApply(n.raft.Apply([]byte("x"), 0), raftDown); err != nil {
+					if err := awaitFuture(n.raft.Apply([]byte("x"), 0), raftDown); err != nil {
 						errs <- err
 						return
 					}

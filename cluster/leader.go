@@ -65,7 +65,7 @@ func (c *Cluster) leaderLoop(stopCh chan struct{}) {
 		panic(err)
 	}
 	for {
-		if err := awaitApply(c.raft.Apply(barrier, barrierTimeout), c.raftDown); err == nil {
+		if err := awaitFuture(c.raft.Apply(barrier, barrierTimeout), c.raftDown); err == nil {
 			break
 		} else {
 			c.logger.Warn("barrier failed", "error", err)

@@ -74,7 +74,7 @@ func (c *Cluster) nudger(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case <-c.nudges:
 		}
-		err := awaitApply(c.raft.Apply(empty, raftTimeout), c.raftDown)
+		err := awaitFuture(c.raft.Apply(empty, raftTimeout), c.raftDown)
 		c.cfg.observer().ObserveCommitNudge(err)
 	}
 }

@@ -78,7 +78,7 @@ func (c *Cluster) TransferLeadership(ctx context.Context, to string) (string, er
 		}
 		future = c.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
-	if err := future.Error(); err != nil {
+	if err := awaitFuture(future, c.raftDown); err != nil {
 		return "", fmt.Errorf("transfer leadership: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, transferWait)

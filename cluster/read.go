@@ -22,6 +22,8 @@ func (c *Cluster) ReadIndex(ctx context.Context) (uint64, error) {
 		if err != nil {
 			return 0, ErrNotLeader
 		}
+	case <-c.raftDown: // Raft may never answer a verify it took at shutdown (awaitFuture)
+		return 0, ErrShutdown
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}

@@ -139,7 +139,7 @@ func (c *Cluster) RestoreSnapshot(ctx context.Context, r io.Reader) (*snapshotfi
 		return nil, 0, err
 	}
 	f := c.raft.Apply(barrier, restoreTimeout)
-	if err := awaitApply(f, c.raftDown); err != nil {
+	if err := awaitFuture(f, c.raftDown); err != nil {
 		return nil, 0, fmt.Errorf("commit after restore: %w", mapRaftError(err))
 	}
 	return meta, f.Index(), nil
