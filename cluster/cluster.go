@@ -37,6 +37,8 @@ type Cluster struct {
 	notifyCh  chan bool
 	// verifying is held by the one VerifyReplay running on this node.
 	verifying sync.Mutex
+	// storage records the outcome of this node's writes (storage.go).
+	storage storage
 
 	// ready is true while this node leads and its FSM has caught up with
 	// everything committed before its term (Barrier after election).
@@ -73,6 +75,10 @@ func New(cfg Config, f *fsm.FSM) (*Cluster, error) {
 		cfg.DeadServerGrace = DefaultDeadServerGrace
 	}
 	c := &Cluster{cfg: cfg, logger: cfg.Logger, fsm: f, shutdownCh: make(chan struct{}), raftDown: make(chan struct{}), nudges: make(chan struct{}, 1)}
+	c.storage.c = c
+	if f != nil {
+		c.storage.watchFSM(f)
+	}
 	if err := c.setupRaft(); err != nil {
 		return nil, err
 	}
@@ -112,10 +118,11 @@ func (c *Cluster) setupRaft() error {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return fmt.Errorf("create raft dir: %w", err)
 	}
-	store, err := openLogStore(raftDir, c.logger)
+	opened, err := openLogStore(raftDir, c.logger)
 	if err != nil {
 		return err
 	}
+	store := &watchedLogStore{logStore: opened, s: &c.storage, dir: filepath.Join(raftDir, walDirName)}
 	cache, err := raft.NewLogCache(logCacheSize, store)
 	if err != nil {
 		store.Close()

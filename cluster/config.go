@@ -63,6 +63,16 @@ type Config struct {
 	// Observer receives apply, batch and snapshot measurements (nil: none).
 	Observer Observer
 
+	// OnStorageFull is called, after its one line is logged, when a write
+	// of the FSM database, the Raft log or a snapshot fails for a full
+	// disk or quota (storage.go). The agent ends the process there; nil:
+	// the node stays up, its FSM stopped, and never ready.
+	OnStorageFull func(*StorageError)
+	// StoreFault, for tests, is asked before each write of what (StoreFSM,
+	// StoreLog): an error fails that write as the disk would, and it may
+	// block to hold the write back. Nil in production.
+	StoreFault func(what string) error
+
 	Logger hclog.Logger
 }
 

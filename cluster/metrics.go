@@ -66,6 +66,7 @@ func (c *Cluster) raftFSM() raft.FSM {
 
 // paceSnapshot is the sink a snapshot's copy is written through.
 func (c *Cluster) paceSnapshot(sink raft.SnapshotSink) raft.SnapshotSink {
+	sink = &watchedSink{SnapshotSink: sink, s: &c.storage, dir: filepath.Join(c.cfg.DataDir, "raft", "snapshots")}
 	return newPacedSink(sink, c.cfg.SnapshotRate, &c.snapshotUnpaced, filepath.Join(c.cfg.DataDir, "raft", "snapshots"))
 }
 

@@ -18,7 +18,7 @@
 // map iteration order decide anything inside Apply: time and ids arrive
 // inside commands, stamped by the leader, so every replica reaches the same
 // state at the same log position however Raft batches the entries. A bad
-// command is answered with a typed error and changes nothing; only a failed
-// write of the local database panics. It must never import anything of this
+// command is answered with a typed error and changes nothing; a failed
+// write of the local database stops the FSM applying (storefail.go). It must never import anything of this
 // module but its own generated types (fsm/fsmpb).
 package fsm

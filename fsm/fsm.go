@@ -42,6 +42,9 @@ type FSM struct {
 	// halted: the entry this FSM stopped at (rules.go); nil while it
 	// applies.
 	halted atomic.Pointer[HaltError]
+	// store: the write of the database that failed, and the owner's hooks
+	// (storefail.go).
+	store storeState
 	// kept: the index a database kept from a clean shutdown had applied
 	// (kept.go); entries up to it are not applied again.
 	kept atomic.Uint64
@@ -165,6 +168,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if h := f.halted.Load(); h != nil {
 		return haltedResults(logs, out, h)
 	}
+	if se := f.store.err.Load(); se != nil {
+		return storeFailedResults(logs, out, se)
+	}
 	var written []SessionChange
 	var halt *HaltError
 	commands := false
@@ -188,14 +194,19 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			commands = commands || len(rs) > 0
 		}
 		// Entries replayed below a kept index leave it where it was.
-		return tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(max(last, kept)))
+		if err := tx.Bucket(bucketMeta).Put(keyAppliedIndex, u64(max(last, kept))); err != nil {
+			return err
+		}
+		return f.injectedFault()
 	})
 	if err != nil {
-		// The database is local derived state; failing to write it means
-		// this replica can no longer follow the log. Crash rather than
-		// diverge; the cluster continues and the node rebuilds on restart.
-		f.logger.Error("fsm apply failed", "error", err)
-		panic("fsm: apply: " + err.Error())
+		// The database is local derived state; failing to write it (a full
+		// disk) means this replica can no longer follow the log. bbolt
+		// rolled the transaction back, so rather than diverge it stops
+		// applying here (storefail.go): its owner ends the process with
+		// one line saying why, the fleet continues, and a restart with
+		// room on the disk continues from the index the file names.
+		return storeFailedResults(logs, out, f.storeFailed(err))
 	}
 	f.applied.Store(max(last, f.kept.Load()))
 	f.changes.publish(written)

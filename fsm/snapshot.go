@@ -18,6 +18,10 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if h := f.halted.Load(); h != nil {
 		return nil, fmt.Errorf("no snapshot: %w", h)
 	}
+	// So is a replica whose last write failed.
+	if se := f.store.err.Load(); se != nil {
+		return nil, fmt.Errorf("no snapshot: %w", se)
+	}
 	f.mu.RLock()
 	tx, err := f.db.Begin(false)
 	if err != nil {
@@ -61,6 +65,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	// A snapshot past the halt holds what rules this build lacks made.
 	if h := f.halted.Load(); h != nil {
 		return fmt.Errorf("no restore: %w", h)
+	}
+	if se := f.store.err.Load(); se != nil {
+		return fmt.Errorf("no restore: %w", se)
 	}
 	tmp := f.path + ".restore"
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)

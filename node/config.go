@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/cluster"
 )
 
 // Config is everything one `fak agent` needs.
@@ -103,6 +104,14 @@ type Config struct {
 	SnapshotRate int64
 
 	Logger hclog.Logger
+
+	// OnStorageFull is called when a write of the node's storage fails
+	// for a full disk, after the one line saying so is logged
+	// (cluster.Config): the agent exits there. Nil: the node stays up,
+	// never ready.
+	OnStorageFull func(*cluster.StorageError)
+	// StoreFault injects storage faults in tests (cluster.Config).
+	StoreFault func(what string) error
 }
 
 // Validate checks the configuration before anything starts.

@@ -99,8 +99,9 @@ func Start(cfg Config) (*Node, error) {
 		DeadServerGrace:   cfg.DeadServerGrace,
 		SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval,
 		TrailingLogs: cfg.TrailingLogs, SnapshotLogFraction: cfg.SnapshotLogFraction, SnapshotRate: cfg.SnapshotRate,
-		Observer:   m,
-		Logger:     logger,
+		Observer:      m,
+		Logger:        logger,
+		OnStorageFull: cfg.OnStorageFull, StoreFault: cfg.StoreFault,
 		GossipKeys: sec.gossipKeys, TLS: sec.tls,
 	}, f)
 	if err != nil {

@@ -181,6 +181,10 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Logger = logger
+	// A full disk ends the process with the one line the cluster logged
+	// (what, where, how much room): no stack trace, exit code 2. The
+	// fleet serves on, and a restart with room catches up.
+	cfg.OnStorageFull = func(*cluster.StorageError) { os.Exit(2) }
 	switch {
 	case noAuth:
 		logger.Warn("API authentication is disabled (--no-auth)")
