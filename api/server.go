@@ -208,46 +208,6 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// readyWait bounds how long ready waits for the FSM to apply the commit index
-// it read: under load a follower's FSM trails its commit index by a few
-// entries at any instant, which is not "behind".
-const readyWait = 2 * time.Second
-
-// ready answers plain JSON: 200 while the node knows a leader and its FSM has
-// applied the commit index it knew of when asked (caught up), else 503 with
-// status "no leader", "catching up" or "halted: …" (its build lacks the
-// rules of an entry). Unauthenticated, like /v1/health: it
-// carries no data, and health checks have no token.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	st := s.cluster.Status()
-	status, code := "ready", http.StatusOK
-	switch {
-	case s.fsm.Halted() != nil:
-		// Never ready again under this build (fsm/rules.go).
-		status, code = "halted: "+s.fsm.Halted().Error(), http.StatusServiceUnavailable
-	case st.LeaderID == "":
-		status, code = "no leader", http.StatusServiceUnavailable
-	case st.AppliedIndex < st.CommitIndex:
-		ctx, cancel := context.WithTimeout(r.Context(), readyWait)
-		err := s.cluster.WaitApplied(ctx, st.CommitIndex)
-		cancel()
-		if err != nil {
-			status, code = "catching up", http.StatusServiceUnavailable
-		}
-		st.AppliedIndex = s.fsm.AppliedIndex()
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"node":          st.Name,
-		"raft_state":    st.State,
-		"leader":        st.LeaderID,
-		"applied_index": st.AppliedIndex,
-		"commit_index":  st.CommitIndex,
-		"status":        status,
-	})
-}
-
 // Serve serves HTTP/1.1 and unencrypted HTTP/2 (h2c) on ln, so the Connect,
 // gRPC and gRPC-Web protocols all work without TLS.
 func (s *Server) Serve(ln net.Listener) error {

@@ -43,12 +43,18 @@ func (e *StorageError) Error() string {
 	if e.Full() {
 		kind = "storage full"
 	}
+	return kind + ": " + e.Detail()
+}
+
+// Detail is Error without its kind: "cannot write fsm.db in /data/n1: no
+// space left on device (12 MiB free of 64 MiB)".
+func (e *StorageError) Detail() string {
 	cause := e.Err.Error()
 	var errno syscall.Errno
 	if errors.As(e.Err, &errno) {
 		cause = errno.Error()
 	}
-	s := fmt.Sprintf("%s: cannot write %s in %s: %s", kind, e.What, e.Dir, cause)
+	s := fmt.Sprintf("cannot write %s in %s: %s", e.What, e.Dir, cause)
 	if e.Total > 0 {
 		s += fmt.Sprintf(" (%s free of %s)", mib(e.Free), mib(e.Total))
 	}
@@ -142,7 +148,7 @@ func (w *watchedLogStore) done(err error) error {
 	return err
 }
 
-func (w *watchedLogStore) write(f func() error) error {
+func (w *watchedLogStore) append(f func() error) error {
 	if err := w.s.fault(StoreLog); err != nil {
 		return w.done(err)
 	}
@@ -150,19 +156,24 @@ func (w *watchedLogStore) write(f func() error) error {
 }
 
 func (w *watchedLogStore) StoreLog(l *raft.Log) error {
-	return w.write(func() error { return w.logStore.StoreLog(l) })
+	return w.append(func() error { return w.logStore.StoreLog(l) })
 }
 
 func (w *watchedLogStore) StoreLogs(ls []*raft.Log) error {
-	return w.write(func() error { return w.logStore.StoreLogs(ls) })
+	return w.append(func() error { return w.logStore.StoreLogs(ls) })
 }
 
+// Set and SetUint64 write Raft's term and vote. hashicorp/raft panics when
+// it cannot save its term (at every start, and at each new term), so
+// these are reported, and a full disk ends the agent (OnStorageFull),
+// before Raft sees the error. Tests inject no fault here: a node that
+// stays up would then panic in Raft.
 func (w *watchedLogStore) Set(k, v []byte) error {
-	return w.write(func() error { return w.logStore.Set(k, v) })
+	return w.done(w.logStore.Set(k, v))
 }
 
 func (w *watchedLogStore) SetUint64(k []byte, v uint64) error {
-	return w.write(func() error { return w.logStore.SetUint64(k, v) })
+	return w.done(w.logStore.SetUint64(k, v))
 }
 
 // watchedSink records the outcome of a snapshot's write.
