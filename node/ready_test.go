@@ -24,7 +24,7 @@ func getReady(t *testing.T, n *testcluster.Node) (int, map[string]any) {
 }
 
 // GET /v1/health/ready is 200 "ready" on every node once a leader exists and
-// the node has applied what it knows is committed, and 503 "no leader" on a
+// the node has applied the leader's index, and 503 "no leader" on a
 // node left without a quorum.
 func TestHealthReady(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})

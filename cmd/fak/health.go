@@ -17,7 +17,8 @@ const healthUsage = `Usage: fak health [--ready] [--addr URL] [--timeout D]
 
 Asks the node at --addr (FAK_ADDR, default http://127.0.0.1:7401) whether it
 is alive (GET /v1/health: it knows a leader) or, with --ready, ready
-(GET /v1/health/ready: it knows a leader and has applied what is committed).
+(GET /v1/health/ready: it knows a leader, has applied the leader's index
+and its latest stores succeeded).
 Prints the node's answer; exit 0 if healthy, 1 if not or unreachable. No
 token is needed. Meant for container health checks (the image has no shell).
 A fleet with mutual TLS needs --tls-ca, --tls-cert and --tls-key (or
