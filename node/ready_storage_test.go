@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path/filepath"
@@ -270,5 +271,31 @@ func checkOneLine(t *testing.T, log, want string) {
 	}
 	if lines != 1 || strings.Contains(log, "panic") || strings.Contains(log, "goroutine ") {
 		t.Fatalf("want one line with %q and no panic; log:\n%s", want, log)
+	}
+}
+
+// Under mutual TLS a follower asks the leader for its index over https
+// with its node certificate.
+func TestHealthReadyTLS(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{TLS: true})
+	leader := c.WaitForLeader(10 * time.Second)
+	createSession(t, c, leader, "ready over tls")
+	for _, n := range c.Followers() {
+		var code int
+		var body map[string]any
+		c.WaitFor(10*time.Second, n.Name+" ready", func() bool {
+			resp, err := c.HTTPClient().Get(c.BaseURL(n) + "/v1/health/ready")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body = nil
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			code = resp.StatusCode
+			return code == http.StatusOK
+		})
+		if body["status"] != "ready" || idx(body["leader_index"]) == 0 {
+			t.Fatalf("ready of %s: HTTP %d %v", n.Name, code, body)
+		}
 	}
 }
