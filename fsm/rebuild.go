@@ -66,11 +66,11 @@ func rebuildInto(f *FSM, snap io.Reader, entries iter.Seq2[*raft.Log, error]) er
 	return f.applyScratch(batch)
 }
 
-// applyScratch is ApplyBatch for a scratch FSM: the panic with which the
-// live FSM stops following the log (a write the database refused) becomes
-// an error. bbolt rolls back a transaction whose function panicked, and
-// ApplyBatch releases its lock in a defer, so the FSM is still usable to
-// close.
+// applyScratch is ApplyBatch for a scratch FSM: a write the database
+// refused (StoreFailed), or a panic of a write inside the transaction,
+// becomes an error. bbolt rolls back a transaction whose function
+// panicked, and ApplyBatch releases its lock in a defer, so the FSM is
+// still usable to close.
 func (f *FSM) applyScratch(logs []*raft.Log) (err error) {
 	if len(logs) == 0 {
 		return nil
@@ -81,5 +81,8 @@ func (f *FSM) applyScratch(logs []*raft.Log) (err error) {
 		}
 	}()
 	f.ApplyBatch(logs)
+	if se := f.StoreFailed(); se != nil {
+		return fmt.Errorf("apply entries %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, se)
+	}
 	return nil
 }
