@@ -52,6 +52,9 @@ var reasonCodes = map[fsm.Reason]connect.Code{
 	// This node's build stopped at rules it does not have (fsm/rules.go):
 	// another node, or this one upgraded, can serve.
 	fsm.ReasonRulesUnknown: connect.CodeUnavailable,
+	// This node's last write of its database failed (a full disk): the
+	// agent exits, another node serves.
+	fsm.ReasonStorageFailed: connect.CodeUnavailable,
 	// A feature whose rules some voters' builds lack: the fleet is being
 	// upgraded.
 	fsm.ReasonUpgradeInProgress: connect.CodeFailedPrecondition,
