@@ -200,6 +200,15 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// CloseWrite lets net/http half-close a connection it is done with, as
+// it does with a bare TCP connection, before closing it.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // begin marks a request in a handler: a busy connection is not evicted.
 func (c *trackedConn) begin() {
 	c.l.mu.Lock()

@@ -249,7 +249,7 @@ func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	g.metrics.refused.WithLabelValues(reason).Inc()
 	if r.ProtoMajor == 1 {
-		w.Header().Set("Connection", "close")
+		dropUnreadBody(w)
 	}
 	if g.errors.IsSupported(r) {
 		_ = g.errors.Write(w, r, ce)
@@ -270,16 +270,29 @@ func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": ce.Message(), "reason": reason})
 }
 
+// dropUnreadBody makes an HTTP/1 connection close after this answer
+// without reading the rest of the request's body: net/http reads up to
+// 256 KiB of it after the handler (to reuse the connection) however
+// slowly it comes, even when the answer says close — unless the read
+// deadline has passed.
+func dropUnreadBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // guardedBody is a request body that lifts the body deadline once read.
 type guardedBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController // nil: no deadline to lift
-	done atomic.Bool              // read to its end (or failed)
+	done atomic.Bool              // read to its end, or failed
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done.Swap(true) && b.rc != nil {
+	if err != nil && !b.done.Swap(true) && b.rc != nil && err == io.EOF {
+		// Only at the end: after a timeout the deadline must stay
+		// passed, or a later read to discard the rest would wait for
+		// the client forever.
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return n, err
@@ -302,7 +315,7 @@ func (w *guardedWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.wrote = true
 		if w.http1 && !w.body.done.Load() {
-			w.Header().Set("Connection", "close")
+			dropUnreadBody(w.ResponseWriter)
 		}
 		if w.trustOnPass && w.conn != nil && code != http.StatusUnauthorized && code != http.StatusForbidden {
 			w.conn.trust()
