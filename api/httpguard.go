@@ -97,7 +97,7 @@ var bulkProcedures = []string{
 // (each within the small limit): no cap on the whole body and no body
 // deadline, as a restore may take minutes. Both need a token.
 var clientStreams = map[string]bool{
-	fakv1connect.OperatorServiceSnapshotRestoreProcedure:                   true,
+	fakv1connect.OperatorServiceSnapshotRestoreProcedure:                  true,
 	"/" + grpcreflect.ReflectV1ServiceName + "/ServerReflectionInfo":      true,
 	"/" + grpcreflect.ReflectV1AlphaServiceName + "/ServerReflectionInfo": true,
 }
@@ -143,10 +143,10 @@ type httpGuard struct {
 type pathKind int
 
 const (
-	kindRPC     pathKind = iota // a fak procedure (or any /fak.v1. path), reflection
-	kindPublic                  // health, gRPC health, the page's static files
-	kindPlain                   // /metrics and the gateway: they check credentials themselves, before reading
-	kindOther                   // anything else: the mux answers 404
+	kindRPC    pathKind = iota // a fak procedure (or any /fak.v1. path), reflection
+	kindPublic                 // health, gRPC health, the page's static files
+	kindPlain                  // /metrics and the gateway: they check credentials themselves, before reading
+	kindOther                  // anything else: the mux answers 404
 )
 
 func classify(path string) pathKind {

@@ -136,7 +136,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		// guard gives each request's body its own deadline instead.
 		IdleTimeout: cfg.Limits.IdleTimeout,
 		ConnContext: connContext,
-		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ErrorLog:    s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return s
 }
