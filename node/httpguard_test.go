@@ -170,7 +170,7 @@ func TestGzipBombsWithoutTokenCostANodeNothing(t *testing.T) {
 	// as the node took to inflate it; refused at once, a flood without
 	// pauses would measure how fast this process's two cores — shared by
 	// attacker, fleet and race detector — open connections, not the node.
-const attackers, pause, attackFor = 128, time.Second, 5 * time.Second
+	const attackers, pause, attackFor = 128, time.Second, 5 * time.Second
 	// Raw connections, as an attacker's tool would use: the fleet and the
 	// attacker share this process, and an HTTP client's own work would be
 	// counted against the node.
