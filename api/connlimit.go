@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,6 +29,12 @@ const (
 	maxConnsCeiling = 16384
 	// minMaxConns keeps a node usable when its descriptor limit is tiny.
 	minMaxConns = 64
+	// untrustedGrace: the per-address cap on untrusted connections closes
+	// none younger than this. A client's burst of new connections sends
+	// its headers within milliseconds, so it is never cut for being a
+	// burst; the connections an attacker keeps open grow older than this
+	// and go. (The per-address and total caps close any untrusted one.)
+	untrustedGrace = time.Second
 )
 
 // defaultMaxConns is half the process's descriptor limit (RLIMIT_NOFILE,
@@ -46,11 +53,15 @@ func defaultMaxConns() int {
 // connLimiter is the API's listener: it accepts a connection only within
 // the caps, making room by closing the oldest idle untrusted connection
 // (of the same address for a per-address cap, of any for the total);
-// when there is none to close, the new connection is closed instead.
+// when there is none to close, the new connection is closed instead. Past
+// the untrusted cap of an address, only one older than untrustedGrace is
+// closed; while all are younger the address may exceed it, within its
+// total cap.
 type connLimiter struct {
 	net.Listener
 	maxConns, maxPerAddr, maxUntrustedPerAddr int
 	metrics                                   *connMetrics
+	now                                       func() time.Time
 
 	mu     sync.Mutex
 	total  int
@@ -68,8 +79,9 @@ type addrConns struct {
 // the limiter's lock.
 type trackedConn struct {
 	net.Conn
-	l    *connLimiter
-	addr string
+	l        *connLimiter
+	addr     string
+	accepted time.Time
 
 	trusted  bool
 	active   int           // requests in a handler (HTTP/2 multiplexes)
@@ -82,7 +94,7 @@ func newConnLimiter(ln net.Listener, lim Limits, m *connMetrics) *connLimiter {
 	m.max.Set(float64(lim.MaxConns))
 	return &connLimiter{
 		Listener: ln, maxConns: lim.MaxConns, maxPerAddr: lim.MaxConnsPerAddr,
-		maxUntrustedPerAddr: lim.MaxUntrustedConnsPerAddr, metrics: m,
+		maxUntrustedPerAddr: lim.MaxUntrustedConnsPerAddr, metrics: m, now: time.Now,
 		byAddr: map[string]*addrConns{}, idle: list.New(),
 	}
 }
@@ -121,7 +133,13 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 		l.byAddr[addr] = a
 	}
 	ok := true
-	if a.untrusted >= l.maxUntrustedPerAddr || a.total >= l.maxPerAddr {
+	now := l.now()
+	if a.untrusted >= l.maxUntrustedPerAddr {
+		if oldest := a.idle.Front(); oldest != nil && now.Sub(oldest.Value.(*trackedConn).accepted) >= untrustedGrace {
+			l.evictLocked(a.idle, &evict)
+		}
+	}
+	if a.total >= l.maxPerAddr {
 		ok = l.evictLocked(a.idle, &evict)
 	}
 	if ok && l.total >= l.maxConns {
@@ -131,7 +149,7 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	if ok {
 		// An eviction may have emptied (and dropped) a's entry.
 		l.byAddr[addr] = a
-		tc = &trackedConn{Conn: c, l: l, addr: addr}
+		tc = &trackedConn{Conn: c, l: l, addr: addr, accepted: now}
 		l.total++
 		a.total++
 		a.untrusted++

@@ -27,58 +27,92 @@ func (c *fakeConn) RemoteAddr() net.Addr {
 }
 func (c *fakeConn) Close() error { c.closed = true; return nil }
 
+// limiterFor is a limiter over no listener, with a clock the test moves.
+func limiterFor(lim Limits) (l *connLimiter, admit func(from string) (*fakeConn, *trackedConn), now *time.Time) {
+	l = newConnLimiter(nil, lim, newConnMetrics(prometheus.NewRegistry()))
+	t0 := time.Unix(1000, 0)
+	now = &t0
+	l.now = func() time.Time { return *now }
+	return l, func(from string) (*fakeConn, *trackedConn) {
+		c := &fakeConn{from: from}
+		return c, l.admit(c)
+	}, now
+}
+
+func closed(tc *trackedConn) bool { return tc.Conn.(*fakeConn).closed }
+
 // TestConnLimiterClosesUntrustedFirst: past a cap, the oldest idle
 // connection that has not authenticated is closed to make room — of the
 // same address for a per-address cap, of any for the total; trusted and
 // busy connections are never closed, and with nothing to close the new
-// connection is refused.
+// connection is refused. The untrusted cap of an address spares a burst
+// younger than the grace.
 func TestConnLimiterClosesUntrustedFirst(t *testing.T) {
-	l := newConnLimiter(nil, Limits{MaxConns: 4, MaxConnsPerAddr: 3, MaxUntrustedConnsPerAddr: 2}, newConnMetrics(prometheus.NewRegistry()))
-	admit := func(from string) (*fakeConn, *trackedConn) {
-		c := &fakeConn{from: from}
-		return c, l.admit(c)
-	}
-	_, a1 := admit("10.0.0.2")
-	a1.trust()
-	a2raw, _ := admit("10.0.0.2")
-	_, a3 := admit("10.0.0.2")
-	// Per address: a2 and a3 are untrusted (2, the cap): a4 closes a2,
-	// the oldest.
-	_, a4 := admit("10.0.0.2")
-	if a4 == nil || !a2raw.closed {
-		t.Fatalf("a4 admitted %v, a2 closed %v: want a4 in and a2 (oldest untrusted) out", a4 != nil, a2raw.closed)
-	}
-	// Total (4): b1 fills it, b2 closes a3, the oldest untrusted anywhere.
-	_, b1 := admit("10.0.0.3")
-	if b1 == nil || l.total != 4 {
-		t.Fatalf("b1 %v, total %d", b1 != nil, l.total)
-	}
-	_, b2 := admit("10.0.0.3")
-	if b2 == nil || !a3.Conn.(*fakeConn).closed {
-		t.Fatal("b2 did not take the place of a3, the oldest untrusted connection")
-	}
-	// Left: a1 (trusted), a4, b1, b2 — the last three busy in a request:
-	// nothing may be closed, so a new connection is refused.
-	a4.begin()
-	b1.begin()
-	b2.begin()
-	if c1raw, c1 := admit("10.0.0.4"); c1 != nil || c1raw.closed {
-		t.Fatalf("with every connection trusted or busy, a new one was admitted (%v)", c1 != nil)
-	}
-	if a1.Conn.(*fakeConn).closed {
-		t.Fatal("the trusted connection was closed")
-	}
-	// A request ends: b1 is idle and untrusted again, and goes first.
-	b1.end()
-	if _, c2 := admit("10.0.0.4"); c2 == nil || !b1.Conn.(*fakeConn).closed {
-		t.Fatal("an idle untrusted connection did not make room")
-	}
-	_ = a4.Close()
-	_ = b2.Close()
-	_ = a1.Close()
-	if l.total != 1 || len(l.byAddr) != 1 {
-		t.Fatalf("after closing, %d counted in %d addresses, want 1 in 1", l.total, len(l.byAddr))
-	}
+	t.Run("untrusted per address", func(t *testing.T) {
+		_, admit, now := limiterFor(Limits{MaxConns: 10, MaxConnsPerAddr: 10, MaxUntrustedConnsPerAddr: 2})
+		_, a1 := admit("10.0.0.2")
+		a1.trust()
+		_, a2 := admit("10.0.0.2")
+		_, a3 := admit("10.0.0.2")
+		_, a4 := admit("10.0.0.2")
+		if a4 == nil || closed(a2) {
+			t.Fatal("a burst younger than the grace was cut")
+		}
+		_ = a4.Close()
+		*now = now.Add(untrustedGrace)
+		_, a4 = admit("10.0.0.2")
+		if a4 == nil || !closed(a2) || closed(a3) || closed(a1) {
+			t.Fatal("past the grace, the oldest untrusted connection (a2) did not make room")
+		}
+		// Another address is not affected.
+		if _, b1 := admit("10.0.0.3"); b1 == nil || closed(a3) {
+			t.Fatal("another address paid for the first one's cap")
+		}
+	})
+	t.Run("per address, whatever the age", func(t *testing.T) {
+		_, admit, _ := limiterFor(Limits{MaxConns: 10, MaxConnsPerAddr: 3, MaxUntrustedConnsPerAddr: 3})
+		_, x1 := admit("10.0.0.2")
+		x1.trust()
+		_, x2 := admit("10.0.0.2")
+		x2.trust()
+		_, x3 := admit("10.0.0.2")
+		if _, x4 := admit("10.0.0.2"); x4 == nil || !closed(x3) || closed(x1) || closed(x2) {
+			t.Fatal("at the per-address cap, the untrusted x3 did not make room")
+		}
+	})
+	t.Run("total", func(t *testing.T) {
+		l, admit, _ := limiterFor(Limits{MaxConns: 3, MaxConnsPerAddr: 3, MaxUntrustedConnsPerAddr: 3})
+		_, y1 := admit("10.0.0.1")
+		y1.trust()
+		_, y2 := admit("10.0.0.2")
+		_, y3 := admit("10.0.0.3")
+		_, y4 := admit("10.0.0.4")
+		if y4 == nil || !closed(y2) {
+			t.Fatal("at the total cap, the oldest untrusted connection anywhere (y2) did not make room")
+		}
+		// y3 and y4 busy in a request, y1 trusted: nothing may go, so
+		// a new connection is refused.
+		y3.begin()
+		y4.begin()
+		if raw, y5 := admit("10.0.0.5"); y5 != nil || raw.closed {
+			t.Fatalf("with every connection trusted or busy, a new one was admitted (%v)", y5 != nil)
+		}
+		if closed(y1) {
+			t.Fatal("the trusted connection was closed")
+		}
+		// A request ends: y3 is idle and untrusted again, and goes first.
+		y3.end()
+		_, y6 := admit("10.0.0.6")
+		if y6 == nil || !closed(y3) {
+			t.Fatal("an idle untrusted connection did not make room")
+		}
+		for _, c := range []*trackedConn{y1, y4, y6} {
+			_ = c.Close()
+		}
+		if l.total != 0 || len(l.byAddr) != 0 || l.idle.Len() != 0 {
+			t.Fatalf("after closing all, %d counted in %d addresses, %d idle", l.total, len(l.byAddr), l.idle.Len())
+		}
+	})
 }
 
 // TestGuardBodyDeadline: an authenticated body that trickles is cut at

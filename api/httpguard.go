@@ -136,7 +136,10 @@ type httpGuard struct {
 	messages messageLimits
 	errors   *connect.ErrorWriter
 	metrics  *connMetrics
-	next     http.Handler
+	// observe counts and logs a refused call as the call interceptor
+	// counts and logs every other (callInterceptor.end).
+	observe func(ctx context.Context, procedure string, hdr http.Header, start time.Time, err error)
+	next    http.Handler
 }
 
 // pathKind is what a request path is to the guard.
@@ -170,8 +173,17 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tc.begin()
 		defer tc.end()
 	}
+	start := time.Now()
 	path := r.URL.Path
 	kind := classify(path)
+	refuse := func(err error) {
+		// Only procedures of the role table: the labels stay bounded
+		// whatever paths a caller invents.
+		if _, known := requiredRole(path); kind == kindRPC && known && g.observe != nil {
+			g.observe(r.Context(), path, r.Header, start, err)
+		}
+		g.refuse(w, r, err)
+	}
 	var wireMax int64 = plainBodyMax
 	deadline := true
 	switch kind {
@@ -181,7 +193,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// knows either way.
 		role, err := g.auth.authorize(path, r.Header)
 		if err != nil {
-			g.refuse(w, r, err)
+			refuse(err)
 			return
 		}
 		if tc != nil {
@@ -199,7 +211,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if wireMax > 0 && r.ContentLength > wireMax {
-		g.refuse(w, r, newError(connect.CodeResourceExhausted, &fakv1.ErrorInfo{Reason: ReasonBodyTooLarge},
+		refuse(newError(connect.CodeResourceExhausted, &fakv1.ErrorInfo{Reason: ReasonBodyTooLarge},
 			fmt.Sprintf("request body of %d bytes is over the limit of %d bytes for %s", r.ContentLength, wireMax, path)))
 		return
 	}

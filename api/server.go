@@ -227,7 +227,7 @@ func (s *Server) Handler() http.Handler {
 	// The guard runs before Connect reads a body (httpguard.go).
 	return withRequestID(&httpGuard{
 		auth: auth, limits: s.cfg.Limits, messages: messages,
-		errors: connect.NewErrorWriter(), metrics: s.conns, next: mux,
+		errors: connect.NewErrorWriter(), metrics: s.conns, observe: callInterceptor{s}.end, next: mux,
 	})
 }
 
