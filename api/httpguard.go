@@ -55,6 +55,10 @@ const (
 	DefaultIdleTimeout = 120 * time.Second
 	// headerTimeout bounds a request's headers (and a TLS handshake).
 	headerTimeout = 10 * time.Second
+	// maxHeaderBytes bounds a request's headers (net/http's default is 1
+	// MiB, held per connection before anything is authenticated); fak's
+	// clients, the page and the provider SDKs send a few KiB.
+	maxHeaderBytes = 64 << 10
 	// plainBodyMax bounds bodies nothing here reads: health, the page,
 	// /metrics, unknown paths.
 	plainBodyMax = 64 << 10
@@ -172,6 +176,12 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tc != nil {
 		tc.begin()
 		defer tc.end()
+		// With mutual TLS the handshake verified a certificate of the
+		// fleet's CA: the connection is the fleet's, whatever its token
+		// may do (bearer tokens still decide that).
+		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			tc.trust()
+		}
 	}
 	start := time.Now()
 	path := r.URL.Path

@@ -275,3 +275,22 @@ func TestGuardAnswersConnectErrorShape(t *testing.T) {
 		t.Fatalf("no token: %v, want unauthenticated", err)
 	}
 }
+
+// BenchmarkGuardRefusal is the handler's CPU for refusing a call with no
+// token (a connection's accept and close come on top).
+func BenchmarkGuardRefusal(b *testing.B) {
+	f, err := fsm.Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	h := New(Config{NodeName: "n1", Tokens: []Token{OperatorToken("tok")}}, nil, f).Handler()
+	bomb := gzipBomb(b, 16_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, fakv1connect.SessionServiceAppendEventsProcedure, bytes.NewReader(bomb))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", "gzip")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+}

@@ -132,6 +132,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		Handler:           s.Handler(),
 		Protocols:         p,
 		ReadHeaderTimeout: headerTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		// No ReadTimeout or WriteTimeout: they would cut watches. The
 		// guard gives each request's body its own deadline instead.
 		IdleTimeout: cfg.Limits.IdleTimeout,
