@@ -236,8 +236,8 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body.ReadCloser = rc
 		if deadline {
 			body.rc = http.NewResponseController(w)
-			// No deadline on the connection once the body is in, so a
-			// long call or a watch is not cut (guardedBody clears it).
+			// Lifted once the body is in (guardedBody; net/http does it
+			// too for HTTP/1), so a long call or a watch is not cut.
 			_ = body.rc.SetReadDeadline(time.Now().Add(g.limits.BodyTimeout))
 		}
 		r.Body = body
