@@ -44,8 +44,9 @@ const (
 func defaultMaxConns() int {
 	var rl syscall.Rlimit
 	n := 1024
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur > 0 && rl.Cur < 1<<31 {
-		n = int(rl.Cur)
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur > 0 {
+		// Unlimited (RLIM_INFINITY) is past any ceiling.
+		n = int(min(rl.Cur, 1<<31))
 	}
 	return min(max(n/2, minMaxConns), maxConnsCeiling)
 }

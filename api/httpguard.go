@@ -159,8 +159,6 @@ const (
 func classify(path string) pathKind {
 	switch {
 	case strings.HasPrefix(path, "/fak.v1."), strings.HasPrefix(path, "/grpc.reflection."):
-		// Any fak.v1 path: one the role table does not know is refused
-		// to everyone, as the interceptor would.
 		return kindRPC
 	case path == "/v1/health", path == "/v1/health/ready", strings.HasPrefix(path, web.Prefix),
 		strings.HasPrefix(path, "/"+grpchealth.HealthV1ServiceName+"/"):
@@ -199,17 +197,23 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch kind {
 	case kindRPC:
 		// The interceptor's check, on the headers alone: with auth on a
-		// token of the procedure's role, and a procedure the role table
-		// knows either way.
-		role, err := g.auth.authorize(path, r.Header)
-		if err != nil {
+		// token of the procedure's role. A path the role table does not
+		// know needs a valid token only, and then meets the mux's 404 (or
+		// the interceptor's refusal) as before.
+		if _, known := requiredRole(path); known {
+			role, err := g.auth.authorize(path, r.Header)
+			if err != nil {
+				refuse(err)
+				return
+			}
+			r = r.WithContext(withGuardRole(r.Context(), path, role))
+		} else if err := g.auth.check(r.Header); err != nil {
 			refuse(err)
 			return
 		}
 		if tc != nil {
 			tc.trust()
 		}
-		r = r.WithContext(withGuardRole(r.Context(), path, role))
 		if clientStreams[path] {
 			wireMax, deadline = 0, false
 		} else {

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -77,19 +78,21 @@ func TestGuardRefusesUnauthenticatedRPCBeforeReadingItsBody(t *testing.T) {
 	h := guardServer(t, Config{}).Handler()
 	bomb := gzipBomb(t, 16_000_000)
 	for _, tc := range []struct {
-		name, token, contentType, encoding string
-		body                               []byte
-		status                             int
-		code                               string
+		name, path, token, contentType, encoding string
+		body                                     []byte
+		status                                   int
+		code                                     string
 	}{
-		{"no token, Connect JSON gzip bomb", "", "application/json", "gzip", bomb, 401, "unauthenticated"},
-		{"wrong token, Connect proto", "nope", "application/proto", "", []byte("0123456789"), 401, "unauthenticated"},
-		{"read token on an agent call", "tok-read", "application/json", "", []byte("{}"), 403, "permission_denied"},
-		{"no token, gRPC", "", "application/grpc", "", []byte{0, 0, 0, 0, 0}, 200, "16"},
+		{"no token, Connect JSON gzip bomb", "", "", "application/json", "gzip", bomb, 401, "unauthenticated"},
+		{"wrong token, Connect proto", "", "nope", "application/proto", "", []byte("0123456789"), 401, "unauthenticated"},
+		{"read token on an agent call", "", "tok-read", "application/json", "", []byte("{}"), 403, "permission_denied"},
+		{"no token, gRPC", "", "", "application/grpc", "", []byte{0, 0, 0, 0, 0}, 200, "16"},
+		{"no token, unknown procedure", "/fak.v1.SessionService/NoSuch", "", "application/json", "gzip", bomb, 401, "unauthenticated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := &recordingBody{r: bytes.NewReader(tc.body)}
-			req := httptest.NewRequest(http.MethodPost, fakv1connect.SessionServiceCreateSessionProcedure, body)
+			path := cmp.Or(tc.path, fakv1connect.SessionServiceCreateSessionProcedure)
+			req := httptest.NewRequest(http.MethodPost, path, body)
 			req.ContentLength = int64(len(tc.body))
 			req.Header.Set("Content-Type", tc.contentType)
 			if tc.encoding != "" {
