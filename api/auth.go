@@ -181,6 +181,16 @@ func (a *authInterceptor) authorize(procedure string, h http.Header) (fakv1.Role
 	return a.requireRoleOf(need, h)
 }
 
+// authorizeCall is authorize, unless the HTTP guard (httpguard.go)
+// authorized this very procedure from the same headers before the body was
+// read: then its role, without a second token lookup.
+func (a *authInterceptor) authorizeCall(ctx context.Context, procedure string, h http.Header) (fakv1.Role, error) {
+	if role, ok := guardedRole(ctx, procedure); ok {
+		return role, nil
+	}
+	return a.authorize(procedure, h)
+}
+
 func (a *authInterceptor) require(need fakv1.Role, h http.Header) error {
 	_, err := a.requireRoleOf(need, h)
 	return err
@@ -256,7 +266,7 @@ func (a *authInterceptor) requireRole(role fakv1.Role, next http.Handler) http.H
 func (a *authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		if !req.Spec().IsClient {
-			role, err := a.authorize(req.Spec().Procedure, req.Header())
+			role, err := a.authorizeCall(ctx, req.Spec().Procedure, req.Header())
 			if err != nil {
 				return nil, err
 			}
@@ -272,7 +282,7 @@ func (a *authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 
 func (a *authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		role, err := a.authorize(conn.Spec().Procedure, conn.RequestHeader())
+		role, err := a.authorizeCall(ctx, conn.Spec().Procedure, conn.RequestHeader())
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -46,6 +47,8 @@ type Config struct {
 	// MaxCallsPerCaller bounds one caller's unary calls in flight on this
 	// node (default DefaultMaxCallsPerCaller; negative: no limit).
 	MaxCallsPerCaller int
+	// Limits bound connections, body sizes and body times (httpguard.go).
+	Limits Limits
 	// LeaseTTL and AttachmentTTL override the input lease and attachment
 	// lifetimes (0: the LeaseTTL and AttachmentTTL constants).
 	LeaseTTL      time.Duration
@@ -89,6 +92,7 @@ type Server struct {
 	metrics    *apiMetrics
 	gateway    *gateway.Handler
 	auth       *authInterceptor
+	conns      *connMetrics
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -111,11 +115,13 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	if cfg.AttachmentTTL <= 0 {
 		cfg.AttachmentTTL = AttachmentTTL
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	s := &Server{
 		cfg: cfg, cluster: c, fsm: f, peers: newPeerPool(c.DialContext, cfg.PeerTLS),
 		logger: cfg.Logger.Named("api"), shutdownCh: make(chan struct{}),
 		metrics: newAPIMetrics(cfg.Metrics),
 		auth:    newAuthInterceptor(cfg.Tokens, f),
+		conns:   newConnMetrics(cfg.Metrics),
 	}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -125,8 +131,13 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		TLSConfig:         cfg.TLS,
 		Handler:           s.Handler(),
 		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ReadHeaderTimeout: headerTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// No ReadTimeout or WriteTimeout: they would cut watches. The
+		// guard gives each request's body its own deadline instead.
+		IdleTimeout: cfg.Limits.IdleTimeout,
+		ConnContext: connContext,
+		ErrorLog:    s.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return s
 }
@@ -149,33 +160,62 @@ func (s *Server) SetTokens(tokens []Token) error {
 
 // Handler returns the HTTP handler with every service mounted.
 func (s *Server) Handler() http.Handler {
-	// Requests may carry up to 1000 events; reject an oversized event with
-	// INVALID_ARGUMENT (our check) rather than a transport-level error.
-	readMax := max(4*s.cfg.MaxEventBytes, 16<<20)
+	messages := newMessageLimits(s.cfg.MaxEventBytes)
 	auth := s.auth
-	opts := []connect.HandlerOption{
+	common := []connect.HandlerOption{
 		// The limit after auth: an unauthenticated caller is refused
 		// before it counts against anyone.
 		connect.WithInterceptors(callInterceptor{s}, auth, newCallerLimit(s.cfg.MaxCallsPerCaller)),
-		connect.WithReadMaxBytes(readMax),
 		// Responses are small; gzip-compressing each one cost ~8% of the
 		// CPU of a loaded fleet. Large pages (ReadEvents) still compress.
 		connect.WithCompressMinBytes(8 << 10),
 		connect.WithCompression("gzip", newGzipReader, newFastGzipWriter),
 	}
+	// Connect's read limit caps a message after decompression too, but it
+	// is one figure per handler: each service is mounted with the small
+	// limit, and a second copy with the bulk one serves bulkProcedures.
+	small := append(common[:len(common):len(common)], connect.WithReadMaxBytes(int(messages.small)))
+	bulk := append(common[:len(common):len(common)], connect.WithReadMaxBytes(int(messages.bulk)))
 	mux := http.NewServeMux()
-	mux.Handle(fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewNodeServiceHandler(&nodeHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewOperatorServiceHandler(&operatorHandler{s: s}, opts...))
-	mux.Handle(fakv1connect.NewAclServiceHandler(&aclHandler{s: s}, opts...))
+	mount := func(service func(...connect.HandlerOption) (string, http.Handler)) {
+		path, h := service(small...)
+		mux.Handle(path, h)
+		var bulkHandler http.Handler
+		for _, p := range bulkProcedures {
+			if strings.HasPrefix(p, path) {
+				if bulkHandler == nil {
+					_, bulkHandler = service(bulk...)
+				}
+				mux.Handle(p, bulkHandler)
+			}
+		}
+	}
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewSessionServiceHandler(&sessionHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewClusterServiceHandler(&clusterHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewRunnerServiceHandler(&runnerHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewLifecycleServiceHandler(&lifecycleHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewNodeServiceHandler(&nodeHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewOperatorServiceHandler(&operatorHandler{s: s}, o...)
+	})
+	mount(func(o ...connect.HandlerOption) (string, http.Handler) {
+		return fakv1connect.NewAclServiceHandler(&aclHandler{s: s}, o...)
+	})
 	services := []string{fakv1connect.SessionServiceName, fakv1connect.ClusterServiceName, fakv1connect.RunnerServiceName, fakv1connect.LifecycleServiceName, fakv1connect.NodeServiceName, fakv1connect.OperatorServiceName, fakv1connect.AclServiceName}
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), connect.WithReadMaxBytes(plainBodyMax)))
 	reflector := grpcreflect.NewStaticReflector(services...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts[:1]...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts[:1]...))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, common[0], connect.WithReadMaxBytes(int(messages.small))))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, common[0], connect.WithReadMaxBytes(int(messages.small))))
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("GET /v1/health/ready", s.ready)
 	// The browser page: public static files (no data); its RPCs carry the token.
@@ -185,7 +225,11 @@ func (s *Server) Handler() http.Handler {
 	// headers (fak's token, or X-Fak-Token), so it checks them itself.
 	s.gateway = s.newGateway(auth)
 	mux.Handle(gateway.Prefix, s.gateway)
-	return withRequestID(mux)
+	// The guard runs before Connect reads a body (httpguard.go).
+	return withRequestID(&httpGuard{
+		auth: auth, limits: s.cfg.Limits, messages: messages,
+		errors: connect.NewErrorWriter(), metrics: s.conns, observe: callInterceptor{s}.end, next: mux,
+	})
 }
 
 // health answers plain JSON: 200 while the node knows a leader, 503 if not.

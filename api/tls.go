@@ -7,6 +7,9 @@ import "net"
 // node's configuration a client without a certificate of the fleet's CA
 // fails the handshake before any handler runs.
 func (s *Server) serve(ln net.Listener) error {
+	// Under TLS too the limiter sees raw connections: the handshake of
+	// one that never authenticates costs no more than a slot.
+	ln = newConnLimiter(ln, s.cfg.Limits, s.conns)
 	if s.cfg.TLS == nil {
 		return s.http.Serve(ln)
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	// MaxCallsPerCaller bounds one caller's unary calls in flight (0: the
 	// API's default; negative: no limit).
 	MaxCallsPerCaller int
+	// APILimits bound the API's connections and request bodies (zero
+	// fields: the API's defaults, api.Limits).
+	APILimits api.Limits
 
 	// Runtimes are the runtime blocks of the agent's config (besides the
 	// built-in echo), Accounts the account blocks that resolve their

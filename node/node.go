@@ -154,7 +154,7 @@ func Start(cfg Config) (*Node, error) {
 	c.SetCompanions(mv.companions)
 	n.api = api.New(api.Config{
 		NodeName: cfg.Name, APIAddr: apiAddr, Tokens: cfg.Tokens,
-		MaxEventBytes: cfg.MaxEventBytes, MaxCallsPerCaller: cfg.MaxCallsPerCaller, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
+		MaxEventBytes: cfg.MaxEventBytes, MaxCallsPerCaller: cfg.MaxCallsPerCaller, Limits: cfg.APILimits, LeaseTTL: cfg.LeaseTTL, AttachmentTTL: cfg.AttachmentTTL,
 		Leave: n.leaveAndShutdown, Blocked: mv.blocked, Logger: logger, Metrics: m.reg,
 		TLS: sec.apiServerTLS(), PeerTLS: sec.peerClientTLS(), Gateway: gw, Workspaces: store,
 		CopyWorkspace: func(ctx context.Context, _, digest, from string) (*fsmpb.WorkspaceTransfer, error) {
