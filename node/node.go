@@ -19,6 +19,7 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
+	"github.com/fak-dev/fak/node/runner/proc"
 	"github.com/fak-dev/fak/node/workspace"
 )
 
@@ -112,6 +113,13 @@ func Start(cfg Config) (*Node, error) {
 	// workspaces: what a move carries, what a destination already holds.
 	store, err := workspace.OpenStore(filepath.Join(cfg.DataDir, "workspace-store"))
 	if err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
+	// Before any turn starts: a previous run's turns still alive die here.
+	if cfg.turnGroups, err = openTurnGroups(cfg.DataDir, logger); err != nil {
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -290,6 +298,25 @@ func (n *Node) Shutdown() error {
 		close(n.done)
 	})
 	return n.shutdownErr
+}
+
+// openTurnGroups opens the records of the node's turn process groups
+// (<data-dir>/turns), which kills those a previous run left, and says
+// what it killed and whether a reaper kills the groups when the node's
+// process dies.
+func openTurnGroups(dataDir string, logger hclog.Logger) (*proc.Groups, error) {
+	g, err := proc.OpenGroups(filepath.Join(dataDir, "turns"))
+	if err != nil {
+		return nil, err
+	}
+	if swept := g.Swept(); len(swept) > 0 {
+		logger.Warn("killed turn processes a previous run of this node left running", "process_groups", swept)
+	}
+	if err := g.ReaperErr(); err != nil {
+		logger.Warn("no turn reaper: if this node's process is killed, its turns' processes other than their leaders live until it starts again",
+			"error", err)
+	}
+	return g, nil
 }
 
 // echoTurn maps Config.EchoTurn to the echo adapter's turn length.
