@@ -106,7 +106,9 @@ func startReaperLocked() error {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{reaperName}
 	cmd.Env = []string{reaperEnv + "=" + reaperWire}
-	cmd.Stdin, cmd.Stderr = r, os.Stderr
+	// Nothing but the pipe: a node's stdout or stderr held open by its
+	// reaper would keep whoever reads them waiting.
+	cmd.Stdin = r
 	// Its own group: a signal to the node's group leaves it running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
