@@ -128,6 +128,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.runtimeKey = newRuntimeKey()
 	gw, err := cfg.gatewayConfig(cfg.runtimeKey)
 	if err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -136,6 +137,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.gatewayURL = gatewayURL(ln.Addr(), sec.apiServerTLS() != nil)
 	adapters, err := cfg.adapters()
 	if err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -146,6 +148,7 @@ func Start(cfg Config) (*Node, error) {
 		adapterNames = append(adapterNames, a.Name())
 	}
 	if err := c.SetCapabilities(cfg.capabilities(adapterNames)); err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -283,6 +286,8 @@ func (n *Node) Shutdown() error {
 		// cuts short is closed as interrupted by the session's next runner.
 		n.cluster.SetRunnerHints(nil)
 		n.runner.Stop()
+		// Every turn has ended: the reaper finds nothing left to kill.
+		n.cfg.turnGroups.Close()
 		n.runnerIO.close()
 		n.bgCancel()
 		n.bg.Wait()

@@ -21,7 +21,9 @@ type Groups struct {
 	dir   string
 	boot  string
 	swept []int
-	// reaperErr says why no reaper watches dir (nil: one does).
+	// reaper kills the recorded groups when the node's process dies;
+	// reaperErr says why there is none.
+	reaper    *groupReaper
 	reaperErr error
 }
 
@@ -37,16 +39,25 @@ const recordFormat = "fak-turn-group/1 boot=%s start=%d sid=%d\n"
 
 // OpenGroups opens the records in dir (created if need be), kills every
 // group a previous run of the node recorded there that is still alive,
-// and has the process's turn reaper watch dir. No reaper is not an
-// error (ReaperErr says why); a dir that cannot be used is.
+// and starts the reaper that kills the groups recorded there when the
+// node's process dies. No reaper is not an error (ReaperErr says why); a
+// dir that cannot be used is. Close stops the reaper.
 func OpenGroups(dir string) (*Groups, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("turn records: %w", err)
 	}
 	g := &Groups{dir: dir, boot: bootID()}
 	g.swept = sweepGroups(dir, g.boot)
-	g.reaperErr = watchGroups(dir)
+	g.reaper, g.reaperErr = startReaper(dir)
 	return g, nil
+}
+
+// Close stops the reaper, which first kills any group still recorded:
+// a node closes its Groups once its turns have ended. Safe on nil.
+func (g *Groups) Close() {
+	if g != nil && g.reaper != nil {
+		g.reaper.close()
+	}
 }
 
 // Dir is where the records are.

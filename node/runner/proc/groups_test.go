@@ -56,6 +56,7 @@ func TestOpenGroupsKillsAGroupAPreviousRunLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	p, err := Command(context.Background(), Spec{Argv: []string{"sh", "-c", backgroundScript}, Dir: work, Env: Env(), Groups: g})
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func TestOpenGroupsKillsAGroupAPreviousRunLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(again.Close)
 	if !slices.Equal(again.Swept(), []int{p.Pid()}) {
 		t.Fatalf("swept %v, want [%d]", again.Swept(), p.Pid())
 	}
@@ -90,6 +92,7 @@ func TestOpenGroupsKillsTheRestOfAGroupWhoseLeaderDied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	cmd, pids := startGroup(t, work)
 	if err := g.add(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
@@ -99,9 +102,11 @@ func TestOpenGroupsKillsTheRestOfAGroupWhoseLeaderDied(t *testing.T) {
 	if proctest.Gone(pids[1]) {
 		t.Fatal("the child died with its leader; the test needs it alive")
 	}
-	if _, err := OpenGroups(turns); err != nil {
+	again, err := OpenGroups(turns)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(again.Close) // not before: its reaper would kill the group too
 	proctest.WantAllDead(t, pids[1:])
 }
 
@@ -123,6 +128,7 @@ func TestOpenGroupsSparesAGroupThatReusedTheID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(g.Close)
 	if len(g.Swept()) != 0 {
 		t.Fatalf("swept %v, want nothing", g.Swept())
 	}

@@ -4,12 +4,12 @@ package proc
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The turn reaper is this same binary, started once per process as a
-// child in its own process group: /proc/self/exe with argv[0]
+// The turn reaper is this same binary, started by each node (OpenGroups)
+// as a child in its own process group: /proc/self/exe with argv[0]
 // reaperName and reaperEnv set, which this package's init turns into
 // runReaper before anything else runs. It reads the record directories
 // to watch from its stdin, a pipe whose other end only the node's
@@ -71,75 +71,102 @@ func runReaper(in io.Reader) int {
 	return 0
 }
 
-// reaper is this process's reaper, started by the first watchGroups.
-var reaper struct {
+// groupReaper runs the reaper of one node's records, and starts another
+// when one is killed while the node lives.
+type groupReaper struct {
+	dir  string
+	stop chan struct{} // closed by close
+	done chan struct{} // closed once no reaper runs, nor will
 	mu   sync.Mutex
-	w    *os.File // the pipe to it; nil while none runs
-	dirs []string // every directory watched, sent again to a restarted reaper
+	w    *os.File // the pipe to the running reaper; nil: none
 }
 
-// watchGroups has the process's reaper watch dir, starting it if need be.
-func watchGroups(dir string) error {
-	reaper.mu.Lock()
-	defer reaper.mu.Unlock()
-	if slices.Contains(reaper.dirs, dir) && reaper.w != nil {
-		return nil
-	}
-	if !slices.Contains(reaper.dirs, dir) {
-		reaper.dirs = append(reaper.dirs, dir)
-	}
-	if reaper.w == nil {
-		return startReaperLocked()
-	}
-	if _, err := fmt.Fprintf(reaper.w, "watch %s\n", strconv.Quote(dir)); err != nil {
-		return fmt.Errorf("turn reaper: %w", err)
-	}
-	return nil
-}
-
-// startReaperLocked starts the reaper and sends it every directory.
-func startReaperLocked() error {
-	r, w, err := os.Pipe()
+// startReaper starts the reaper of the records in dir.
+func startReaper(dir string) (*groupReaper, error) {
+	r := &groupReaper{dir: dir, stop: make(chan struct{}), done: make(chan struct{})}
+	cmd, err := r.spawn()
 	if err != nil {
-		return fmt.Errorf("turn reaper: %w", err)
+		return nil, err
+	}
+	go r.watch(cmd)
+	return r, nil
+}
+
+// spawn starts a reaper process watching r.dir, unless r is closed.
+func (r *groupReaper) spawn() (*exec.Cmd, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.stop:
+		return nil, errors.New("turn reaper closed")
+	default:
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("turn reaper: %w", err)
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{reaperName}
 	cmd.Env = []string{reaperEnv + "=" + reaperWire}
 	// Nothing but the pipe: a node's stdout or stderr held open by its
 	// reaper would keep whoever reads them waiting.
-	cmd.Stdin = r
+	cmd.Stdin = pr
 	// Its own group: a signal to the node's group leaves it running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
-	r.Close()
+	pr.Close()
 	if err != nil {
-		w.Close()
-		return fmt.Errorf("cannot start the turn reaper: %w", err)
+		pw.Close()
+		return nil, fmt.Errorf("cannot start the turn reaper: %w", err)
 	}
-	for _, d := range reaper.dirs {
-		// The pipe's buffer holds these long before it fills.
-		if _, err := fmt.Fprintf(w, "watch %s\n", strconv.Quote(d)); err != nil {
-			w.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return fmt.Errorf("turn reaper: %w", err)
-		}
-	}
-	reaper.w = w
-	go func() {
+	// The pipe's buffer holds the line long before it fills.
+	if _, err := fmt.Fprintf(pw, "watch %s\n", strconv.Quote(r.dir)); err != nil {
+		pw.Close()
+		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		// Killed by someone: the node lives, so start another.
-		reaper.mu.Lock()
-		reaper.w = nil
-		w.Close()
-		reaper.mu.Unlock()
-		time.Sleep(reaperRestart)
-		reaper.mu.Lock()
-		if reaper.w == nil {
-			_ = startReaperLocked()
+		return nil, fmt.Errorf("turn reaper: %w", err)
+	}
+	r.w = pw
+	return cmd, nil
+}
+
+// watch waits for each reaper to exit and starts another, until close.
+func (r *groupReaper) watch(cmd *exec.Cmd) {
+	defer close(r.done)
+	for {
+		_ = cmd.Wait()
+		r.mu.Lock()
+		if r.w != nil {
+			r.w.Close()
+			r.w = nil
 		}
-		reaper.mu.Unlock()
-	}()
-	return nil
+		r.mu.Unlock()
+		// Killed by someone while the node lives: start another.
+		for cmd = nil; cmd == nil; {
+			t := time.NewTimer(reaperRestart)
+			select {
+			case <-r.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			cmd, _ = r.spawn()
+		}
+	}
+}
+
+// close ends the reaper: it kills the groups still recorded, and exits.
+func (r *groupReaper) close() {
+	r.mu.Lock()
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	if r.w != nil {
+		r.w.Close()
+		r.w = nil
+	}
+	r.mu.Unlock()
+	<-r.done
 }

@@ -4,8 +4,12 @@ package proc
 
 import "errors"
 
-// watchGroups: there is no reaper off Linux; a turn's group is killed at
+// groupReaper: there is no reaper off Linux; a turn's group is killed at
 // the node's next start.
-func watchGroups(string) error {
-	return errors.New("no turn reaper off Linux")
+type groupReaper struct{}
+
+func startReaper(string) (*groupReaper, error) {
+	return nil, errors.New("no turn reaper off Linux")
 }
+
+func (*groupReaper) close() {}
