@@ -79,6 +79,7 @@ type groupReaper struct {
 	done chan struct{} // closed once no reaper runs, nor will
 	mu   sync.Mutex
 	w    *os.File // the pipe to the running reaper; nil: none
+	pid  int      // the running reaper's
 }
 
 // startReaper starts the reaper of the records in dir.
@@ -126,7 +127,7 @@ func (r *groupReaper) spawn() (*exec.Cmd, error) {
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("turn reaper: %w", err)
 	}
-	r.w = pw
+	r.w, r.pid = pw, cmd.Process.Pid
 	return cmd, nil
 }
 

@@ -144,3 +144,29 @@ func TestProcessOutlivesTheThreadThatStartedIt(t *testing.T) {
 		t.Fatalf("the process ended with %v, want SIGTERM: the exit of the thread that started it killed it", err)
 	}
 }
+
+// A reaper killed while its node lives is replaced.
+func TestReaperKilledIsStartedAgain(t *testing.T) {
+	g, err := OpenGroups(t.TempDir())
+	if err != nil || g.ReaperErr() != nil {
+		t.Fatalf("open groups: %v, reaper: %v", err, g.ReaperErr())
+	}
+	t.Cleanup(g.Close)
+	pid := func() (int, bool) {
+		g.reaper.mu.Lock()
+		defer g.reaper.mu.Unlock()
+		return g.reaper.pid, g.reaper.w != nil
+	}
+	first, _ := pid()
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	proctest.WaitFor(t, "another reaper", func() bool {
+		p, running := pid()
+		return running && p != first
+	})
+	next, _ := pid()
+	if st, err := readProcStat(next); err != nil || st.pgrp != next {
+		t.Fatalf("the new reaper %d: %+v %v, want it leading its own group", next, st, err)
+	}
+}
