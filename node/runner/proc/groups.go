@@ -12,7 +12,7 @@ import (
 
 // Groups records the process groups of a node's running turns, one file
 // per group in a directory of the node's data dir, so that none outlives
-// the node: the process's turn reaper (reaper_linux.go) kills every group
+// the node: the node's turn reaper (reaper_linux.go) kills every group
 // recorded there when the node's process dies, and OpenGroups kills the
 // ones a previous run left (the reaper died with it, or never ran).
 // A Spec naming Groups is recorded from its start until its group is

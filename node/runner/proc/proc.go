@@ -4,7 +4,7 @@
 // and never outliving its turn: cancelling the context kills the whole
 // group, and so does the end of the process itself (a child it left in
 // the background dies with it). Nor does it outlive its node: Groups
-// records each group so that the process's reaper kills it when the
+// records each group so that the node's reaper kills it when the
 // node's process dies, and the node's next start if the reaper died too.
 //
 // Command prepares a process whose streams the caller connects. Start
