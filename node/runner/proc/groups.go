@@ -52,8 +52,9 @@ func OpenGroups(dir string) (*Groups, error) {
 	return g, nil
 }
 
-// Close stops the reaper, which first kills any group still recorded:
-// a node closes its Groups once its turns have ended. Safe on nil.
+// Close stops the reaper, which first kills any group still recorded
+// (without waiting for it): a node closes its Groups once its turns have
+// ended. Safe on nil.
 func (g *Groups) Close() {
 	if g != nil && g.reaper != nil {
 		g.reaper.close()

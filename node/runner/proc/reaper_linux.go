@@ -76,7 +76,6 @@ func runReaper(in io.Reader) int {
 type groupReaper struct {
 	dir  string
 	stop chan struct{} // closed by close
-	done chan struct{} // closed once no reaper runs, nor will
 	mu   sync.Mutex
 	w    *os.File // the pipe to the running reaper; nil: none
 	pid  int      // the running reaper's
@@ -84,7 +83,7 @@ type groupReaper struct {
 
 // startReaper starts the reaper of the records in dir.
 func startReaper(dir string) (*groupReaper, error) {
-	r := &groupReaper{dir: dir, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &groupReaper{dir: dir, stop: make(chan struct{})}
 	cmd, err := r.spawn()
 	if err != nil {
 		return nil, err
@@ -135,7 +134,6 @@ func (r *groupReaper) spawn() (*exec.Cmd, error) {
 
 // watch waits for each reaper to exit and starts another, until close.
 func (r *groupReaper) watch(cmd *exec.Cmd) {
-	defer close(r.done)
 	for {
 		_ = cmd.Wait()
 		r.mu.Lock()
@@ -159,6 +157,7 @@ func (r *groupReaper) watch(cmd *exec.Cmd) {
 }
 
 // close ends the reaper: it kills the groups still recorded, and exits.
+// Nothing waits for that: a node closes it once its turns have ended.
 func (r *groupReaper) close() {
 	r.mu.Lock()
 	select {
@@ -171,5 +170,4 @@ func (r *groupReaper) close() {
 		r.w = nil
 	}
 	r.mu.Unlock()
-	<-r.done
 }
