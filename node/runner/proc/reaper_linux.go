@@ -107,8 +107,7 @@ func (r *groupReaper) spawn() (*exec.Cmd, error) {
 	}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{reaperName}
-	// GORACE: a race-enabled build (tests) would sleep a second at exit,
-	// and a node's shutdown waits for its reaper.
+	// GORACE: a race-enabled build (tests) would linger a second at exit.
 	cmd.Env = []string{reaperEnv + "=" + reaperWire, "GORACE=atexit_sleep_ms=0"}
 	// Nothing but the pipe: a node's stdout or stderr held open by its
 	// reaper would keep whoever reads them waiting.

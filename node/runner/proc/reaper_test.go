@@ -119,16 +119,29 @@ func TestProcessOutlivesTheThreadThatStartedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	tids := make(chan int, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := p.Start(); err != nil {
-			t.Error(err)
+	tid := 0
+	for range 1000 {
+		go func() {
+			runtime.LockOSThread()
+			if unix.Gettid() == unix.Getpid() {
+				// The main thread never exits (it is wedged instead): try
+				// another.
+				runtime.UnlockOSThread()
+				tids <- 0
+				return
+			}
+			// Never unlocked: the thread ends with this goroutine.
+			if err := p.Start(); err != nil {
+				t.Error(err)
+			}
+			tids <- unix.Gettid()
+		}()
+		if tid = <-tids; tid != 0 {
+			break
 		}
-		tids <- unix.Gettid()
-	}()
-	tid := <-tids
-	if p.Cmd.Process == nil {
-		t.FailNow()
+	}
+	if tid == 0 || p.Cmd.Process == nil {
+		t.Fatal("no thread but the main one to start the process from")
 	}
 	proctest.WaitFor(t, "the locked thread to exit", func() bool {
 		_, err := os.Stat("/proc/self/task/" + strconv.Itoa(tid))
