@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +22,7 @@ import (
 type Groups struct {
 	dir   string
 	boot  string
+	run   string // this run of the node: its reaper kills only its groups
 	swept []int
 	// reaper kills the recorded groups when the node's process dies;
 	// reaperErr says why there is none.
@@ -31,11 +34,12 @@ type Groups struct {
 // from a later one that reuses its id.
 type groupRecord struct {
 	boot  string // the kernel's boot id: start times count from boot
+	run   string // the run of the node that started the group
 	start uint64 // the leader's start time, in clock ticks after boot
 	sid   int    // the leader's session, which every member shares
 }
 
-const recordFormat = "fak-turn-group/1 boot=%s start=%d sid=%d\n"
+const recordFormat = "fak-turn-group/1 boot=%s run=%s start=%d sid=%d\n"
 
 // OpenGroups opens the records in dir (created if need be), kills every
 // group a previous run of the node recorded there that is still alive,
@@ -46,9 +50,11 @@ func OpenGroups(dir string) (*Groups, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("turn records: %w", err)
 	}
-	g := &Groups{dir: dir, boot: bootID()}
-	g.swept = sweepGroups(dir, g.boot)
-	g.reaper, g.reaperErr = startReaper(dir)
+	run := make([]byte, 8)
+	_, _ = rand.Read(run)
+	g := &Groups{dir: dir, boot: bootID(), run: hex.EncodeToString(run)}
+	g.swept = sweepGroups(dir, g.boot, "")
+	g.reaper, g.reaperErr = startReaper(dir, g.run)
 	return g, nil
 }
 
@@ -79,7 +85,7 @@ func (g *Groups) add(pid int) error {
 	if err != nil {
 		return err
 	}
-	b := fmt.Appendf(nil, recordFormat, g.boot, st.start, st.sid)
+	b := fmt.Appendf(nil, recordFormat, g.boot, g.run, st.start, st.sid)
 	// Written beside, then renamed: a reaper never reads half a record.
 	tmp := filepath.Join(g.dir, "."+strconv.Itoa(pid)+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -97,9 +103,11 @@ func (g *Groups) remove(pid int) {
 	_ = os.Remove(filepath.Join(g.dir, strconv.Itoa(pid)))
 }
 
-// sweepGroups kills every group recorded in dir that is still the one
-// recorded, removes every record, and returns the groups it killed.
-func sweepGroups(dir, boot string) []int {
+// sweepGroups kills every group of run ("": of any run) recorded in dir
+// that is still the one recorded, removes their records, and returns the
+// groups it killed. A reaper sweeps only its own run's: a node started
+// again while the reaper of its previous run sweeps keeps its new turns.
+func sweepGroups(dir, boot, run string) []int {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -114,6 +122,9 @@ func sweepGroups(dir, boot string) []int {
 			continue
 		}
 		rec, err := readGroupRecord(path)
+		if err == nil && run != "" && rec.run != run {
+			continue
+		}
 		if err == nil && rec.boot == boot {
 			if members == nil {
 				members = processesByGroup()
@@ -157,7 +168,7 @@ func readGroupRecord(path string) (groupRecord, error) {
 		return groupRecord{}, err
 	}
 	var r groupRecord
-	if _, err := fmt.Sscanf(string(b), recordFormat, &r.boot, &r.start, &r.sid); err != nil {
+	if _, err := fmt.Sscanf(string(b), recordFormat, &r.boot, &r.run, &r.start, &r.sid); err != nil {
 		return groupRecord{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil

@@ -120,7 +120,7 @@ func TestOpenGroupsSparesAGroupThatReusedTheID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The record of an earlier process with the same id.
-	rec := []byte("fak-turn-group/1 boot=" + bootID() + " start=" + itoa(st.start-1) + " sid=" + itoa(uint64(st.sid)) + "\n")
+	rec := []byte("fak-turn-group/1 boot=" + bootID() + " run=earlier start=" + itoa(st.start-1) + " sid=" + itoa(uint64(st.sid)) + "\n")
 	if err := os.WriteFile(filepath.Join(turns, pidName(cmd.Process.Pid)), rec, 0o600); err != nil {
 		t.Fatal(err)
 	}

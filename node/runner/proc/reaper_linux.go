@@ -23,11 +23,11 @@ import (
 // The turn reaper is this same binary, started by each node (OpenGroups)
 // as a child in its own process group: /proc/self/exe with argv[0]
 // reaperName and reaperEnv set, which this package's init turns into
-// runReaper before anything else runs. It reads the record directories
-// to watch from its stdin, a pipe whose other end only the node's
+// runReaper before anything else runs. It reads the record directory and
+// the node's run from its stdin, a pipe whose other end only the node's
 // process holds; when the pipe ends — the node's process is gone,
-// however it died, since the kernel closes a dead process's files — it
-// sweeps them (kills every recorded group) and exits. Tests get it too:
+// however it died, since the kernel closes a dead process's files, or
+// the node closed it — it kills every group that run recorded, and exits. Tests get it too:
 // a test binary that starts nodes links this package, so its init.
 const (
 	reaperName = "fak-turn-reaper" // also its comm: 15 bytes, the most there is
@@ -52,21 +52,24 @@ func runReaper(in io.Reader) int {
 	// init runs on the main thread, whose name ps and pkill show.
 	name := []byte(reaperName + "\x00")
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
-	var dirs []string
+	// One line: watch "<dir>" <run>.
+	var dir, run string
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		q, ok := strings.CutPrefix(sc.Text(), "watch ")
+		rest, ok := strings.CutPrefix(sc.Text(), "watch ")
 		if !ok {
 			continue
 		}
-		if d, err := strconv.Unquote(q); err == nil {
-			dirs = append(dirs, d)
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			continue
 		}
+		dir, _ = strconv.Unquote(q)
+		run = strings.TrimSpace(rest[len(q):])
 	}
-	boot := bootID()
-	for _, d := range dirs {
-		sweepGroups(d, boot)
+	if dir != "" && run != "" {
+		sweepGroups(dir, bootID(), run)
 	}
 	return 0
 }
@@ -75,15 +78,16 @@ func runReaper(in io.Reader) int {
 // when one is killed while the node lives.
 type groupReaper struct {
 	dir  string
+	run  string
 	stop chan struct{} // closed by close
 	mu   sync.Mutex
 	w    *os.File // the pipe to the running reaper; nil: none
 	pid  int      // the running reaper's
 }
 
-// startReaper starts the reaper of the records in dir.
-func startReaper(dir string) (*groupReaper, error) {
-	r := &groupReaper{dir: dir, stop: make(chan struct{})}
+// startReaper starts the reaper of run's records in dir.
+func startReaper(dir, run string) (*groupReaper, error) {
+	r := &groupReaper{dir: dir, run: run, stop: make(chan struct{})}
 	cmd, err := r.spawn()
 	if err != nil {
 		return nil, err
@@ -121,7 +125,7 @@ func (r *groupReaper) spawn() (*exec.Cmd, error) {
 		return nil, fmt.Errorf("cannot start the turn reaper: %w", err)
 	}
 	// The pipe's buffer holds the line long before it fills.
-	if _, err := fmt.Fprintf(pw, "watch %s\n", strconv.Quote(r.dir)); err != nil {
+	if _, err := fmt.Fprintf(pw, "watch %s %s\n", strconv.Quote(r.dir), r.run); err != nil {
 		pw.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -8,7 +8,7 @@ import "errors"
 // the node's next start.
 type groupReaper struct{}
 
-func startReaper(string) (*groupReaper, error) {
+func startReaper(string, string) (*groupReaper, error) {
 	return nil, errors.New("no turn reaper off Linux")
 }
 

@@ -183,3 +183,38 @@ func TestReaperKilledIsStartedAgain(t *testing.T) {
 		t.Fatalf("the new reaper %d: %+v %v, want it leading its own group", next, st, err)
 	}
 }
+
+// The reaper of a node's previous run, sweeping as the node starts again
+// with the same records, leaves the new run's groups alone.
+func TestReaperKillsOnlyItsRunsGroups(t *testing.T) {
+	turns := t.TempDir()
+	previous, err := OpenGroups(turns)
+	if err != nil || previous.ReaperErr() != nil {
+		t.Fatalf("open groups: %v, reaper: %v", err, previous.ReaperErr())
+	}
+	next, err := OpenGroups(turns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(next.Close)
+	p, err := Command(context.Background(), Spec{Argv: []string{"sleep", "300"}, Dir: t.TempDir(), Env: Env(), Groups: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	previous.reaper.mu.Lock()
+	reaper := previous.reaper.pid
+	previous.reaper.mu.Unlock()
+	previous.Close()
+	proctest.WaitFor(t, "the previous run's reaper to sweep and exit", func() bool { return proctest.Gone(reaper) })
+	// A SIGKILL from that sweep would have decided how the process ends
+	// before this SIGTERM arrives.
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	err = p.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("the new run's process ended with %v, want SIGTERM: the previous run's reaper killed it", err)
+	}
+}
