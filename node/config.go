@@ -10,6 +10,7 @@ import (
 
 	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/cluster"
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // Config is everything one `fak agent` needs.
@@ -63,6 +64,9 @@ type Config struct {
 	// runtimeKey is what this node's runtimes call its gateway with, at
 	// gatewayURL (this node's API on loopback).
 	runtimeKey, gatewayURL string
+	// turnGroups records the process groups of the node's turns
+	// (<data-dir>/turns), so none outlives the node.
+	turnGroups *proc.Groups
 
 	// EchoTurn is the length of a turn of the built-in echo adapter: 0 is
 	// the default (1s), a negative value runs turns without pauses.

@@ -19,6 +19,7 @@ import (
 	"github.com/fak-dev/fak/fsm/fsmpb"
 	"github.com/fak-dev/fak/node/runner"
 	"github.com/fak-dev/fak/node/runner/echo"
+	"github.com/fak-dev/fak/node/runner/proc"
 	"github.com/fak-dev/fak/node/workspace"
 )
 
@@ -118,9 +119,17 @@ func Start(cfg Config) (*Node, error) {
 		f.Close()
 		return nil, err
 	}
+	// Before any turn starts: a previous run's turns still alive die here.
+	if cfg.turnGroups, err = openTurnGroups(cfg.DataDir, logger); err != nil {
+		c.Shutdown()
+		ln.Close()
+		f.Close()
+		return nil, err
+	}
 	cfg.runtimeKey = newRuntimeKey()
 	gw, err := cfg.gatewayConfig(cfg.runtimeKey)
 	if err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -129,6 +138,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.gatewayURL = gatewayURL(ln.Addr(), sec.apiServerTLS() != nil)
 	adapters, err := cfg.adapters()
 	if err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -139,6 +149,7 @@ func Start(cfg Config) (*Node, error) {
 		adapterNames = append(adapterNames, a.Name())
 	}
 	if err := c.SetCapabilities(cfg.capabilities(adapterNames)); err != nil {
+		cfg.turnGroups.Close()
 		c.Shutdown()
 		ln.Close()
 		f.Close()
@@ -276,6 +287,8 @@ func (n *Node) Shutdown() error {
 		// cuts short is closed as interrupted by the session's next runner.
 		n.cluster.SetRunnerHints(nil)
 		n.runner.Stop()
+		// Every turn has ended: the reaper finds nothing left to kill.
+		n.cfg.turnGroups.Close()
 		n.runnerIO.close()
 		n.bgCancel()
 		n.bg.Wait()
@@ -291,6 +304,25 @@ func (n *Node) Shutdown() error {
 		close(n.done)
 	})
 	return n.shutdownErr
+}
+
+// openTurnGroups opens the records of the node's turn process groups
+// (<data-dir>/turns), which kills those a previous run left, and says
+// what it killed and whether a reaper kills the groups when the node's
+// process dies.
+func openTurnGroups(dataDir string, logger hclog.Logger) (*proc.Groups, error) {
+	g, err := proc.OpenGroups(filepath.Join(dataDir, "turns"))
+	if err != nil {
+		return nil, err
+	}
+	if swept := g.Swept(); len(swept) > 0 {
+		logger.Warn("killed turn processes a previous run of this node left running", "process_groups", swept)
+	}
+	if err := g.ReaperErr(); err != nil {
+		logger.Warn("no turn reaper: if this node's process is killed, its turns' processes other than their leaders live until it starts again",
+			"error", err)
+	}
+	return g, nil
 }
 
 // echoTurn maps Config.EchoTurn to the echo adapter's turn length.

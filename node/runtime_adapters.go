@@ -31,7 +31,7 @@ func (c *Config) buildAdapter(r RuntimeConfig) (runner.Adapter, error) {
 		}
 		return exec.New(exec.Options{
 			Name: r.Name, Command: r.Command, Protocol: r.Protocol, TurnTimeout: r.TurnTimeout,
-			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Env: env,
+			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Env: env, Groups: c.turnGroups,
 		})
 	case AdapterModel:
 		retries := 0 // the adapter's default
@@ -46,7 +46,7 @@ func (c *Config) buildAdapter(r RuntimeConfig) (runner.Adapter, error) {
 			ResolveKey: c.resolveKey, Tools: r.Tools, AutoApprove: r.Approve,
 			Price:  model.Price{InputPerMTok: r.InputPerMTok, OutputPerMTok: r.OutputPerMTok},
 			System: r.System, TurnTimeout: r.TurnTimeout, MaxRetries: retries,
-			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Logger: c.Logger,
+			Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Groups: c.turnGroups, Logger: c.Logger,
 		}
 		if r.Gateway != nil && *r.Gateway {
 			// Through this node's gateway: its account's upstream serves
@@ -79,7 +79,7 @@ func (c *Config) usesGateway(r RuntimeConfig) bool {
 // provider's own variable.
 func (c *Config) providerAdapter(r RuntimeConfig) (runner.Adapter, error) {
 	o := provider.Options{Kind: r.Adapter, Name: r.Name, Command: r.Command, Model: r.Model, Policy: r.Policy,
-		TurnTimeout: r.TurnTimeout, Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Logger: c.Logger}
+		TurnTimeout: r.TurnTimeout, Sandbox: r.Sandbox, Hide: c.hiddenPaths(), Groups: c.turnGroups, Logger: c.Logger}
 	if c.usesGateway(r) {
 		o.Gateway = &provider.Gateway{URL: c.gatewayURL, Key: c.runtimeKey}
 		if c.TLSCA != "" {

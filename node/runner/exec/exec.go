@@ -64,6 +64,9 @@ type Options struct {
 	// Hide lists paths the sandbox makes invisible: the node's data dir,
 	// its tokens file, TLS keys.
 	Hide []string
+	// Groups records each turn's process group so it dies with the node
+	// (proc.Spec.Groups).
+	Groups *proc.Groups
 	// Env is the KEY=VALUE pairs the runtime block hands over (an account
 	// key, say); nothing else of the node's environment reaches the
 	// process beyond proc.Env's pass-through (PATH, HOME, locale).
@@ -167,5 +170,6 @@ func (rt *runtime) spec(in *fsmpb.Event) proc.Spec {
 		Env:     proc.Env(env...),
 		Sandbox: rt.o.Sandbox,
 		Hide:    rt.o.Hide,
+		Groups:  rt.o.Groups,
 	}
 }

@@ -38,7 +38,7 @@ func (a *adapter) Start(ctx context.Context, ep runner.Epoch, j runner.Journal) 
 	}
 	rt.tools = &tools{
 		enabled:   a.o.Tools,
-		workspace: ep.Workspace, maxOutput: a.o.MaxToolOutput, sandbox: a.o.Sandbox, hide: a.o.Hide,
+		workspace: ep.Workspace, maxOutput: a.o.MaxToolOutput, sandbox: a.o.Sandbox, hide: a.o.Hide, groups: a.o.Groups,
 		env: []string{"FAK_SESSION_ID=" + ep.SessionID, fmt.Sprintf("FAK_EPOCH=%d", ep.Epoch)},
 	}
 	if err := rt.catchUp(ctx); err != nil {

@@ -95,6 +95,9 @@ type Options struct {
 	// Sandbox and Hide confine the shell tool (proc.Spec).
 	Sandbox string
 	Hide    []string
+	// Groups records the shell tool's process groups so they die with
+	// the node (proc.Spec.Groups).
+	Groups *proc.Groups
 	// MaxToolOutput caps what one tool call feeds back, in bytes
 	// (default 16 KiB); the rest is cut with a note saying so.
 	MaxToolOutput int

@@ -23,6 +23,7 @@ func (ts *tools) shell(ctx context.Context, command string) (toolResult, error) 
 		Env:     proc.Env(ts.env...),
 		Sandbox: ts.sandbox,
 		Hide:    ts.hide,
+		Groups:  ts.groups,
 	})
 	if err != nil {
 		return toolResult{text: "error: " + err.Error(), ran: true}, nil

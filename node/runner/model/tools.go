@@ -10,6 +10,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/fak-dev/fak/node/runner/proc"
 )
 
 // toolSpecs describe the built-in tools to the model.
@@ -76,6 +78,7 @@ type tools struct {
 	maxOutput int
 	sandbox   string
 	hide      []string
+	groups    *proc.Groups
 	env       []string // added to the shell's clean environment
 }
 

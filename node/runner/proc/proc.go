@@ -3,7 +3,9 @@
 // group, with a clean environment, optionally inside a bubblewrap sandbox,
 // and never outliving its turn: cancelling the context kills the whole
 // group, and so does the end of the process itself (a child it left in
-// the background dies with it).
+// the background dies with it). Nor does it outlive its node: Groups
+// records each group so that the node's reaper kills it when the
+// node's process dies, and the node's next start if the reaper died too.
 //
 // Command prepares a process whose streams the caller connects. Start
 // runs a turn's process with pipes fak owns (Piped): its stdin written
@@ -67,11 +69,16 @@ type Spec struct {
 	// its tokens file, TLS keys. Directories are replaced by an empty
 	// tmpfs, files by an empty file.
 	Hide []string
+	// Groups, when set, records the process's group while it runs, so
+	// that it dies with the node (the node's turn records; nil: the
+	// process still gets the parent-death signal, its children do not).
+	Groups *Groups
 }
 
 // Process is a started process and its group.
 type Process struct {
-	Cmd *exec.Cmd
+	Cmd    *exec.Cmd
+	groups *Groups
 }
 
 // Command prepares the process; the caller sets Stdin/Stdout/Stderr (or
@@ -96,14 +103,29 @@ func Command(ctx context.Context, s Spec) (*Process, error) {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Process{Cmd: cmd}
+	dieWithNode(cmd.SysProcAttr)
+	p := &Process{Cmd: cmd, groups: s.Groups}
 	cmd.Cancel = p.killGroup
 	cmd.WaitDelay = waitDelay
 	return p, nil
 }
 
-// Start starts the process.
-func (p *Process) Start() error { return p.Cmd.Start() }
+// Start starts the process and records its group. A group that cannot
+// be recorded could outlive the node: it is killed, and Start fails.
+func (p *Process) Start() error {
+	if err := startFromLockedThread(p.Cmd); err != nil {
+		return err
+	}
+	if p.groups == nil {
+		return nil
+	}
+	if err := p.groups.add(p.Cmd.Process.Pid); err != nil {
+		_ = p.killGroup()
+		_ = p.Cmd.Wait()
+		return fmt.Errorf("cannot record its process group: %w", err)
+	}
+	return nil
+}
 
 // Wait waits for the process, then kills what is left of its group: no
 // process of a turn survives it.
@@ -123,6 +145,9 @@ func (p *Process) Wait() error {
 	}
 	err := p.Cmd.Wait()
 	_ = p.killGroup()
+	if p.groups != nil && p.Cmd.Process != nil {
+		p.groups.remove(p.Cmd.Process.Pid)
+	}
 	return err
 }
 

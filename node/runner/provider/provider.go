@@ -91,6 +91,9 @@ type Options struct {
 	Sandbox string
 	// Hide lists paths a sandbox makes invisible.
 	Hide []string
+	// Groups records each turn's process group so it dies with the node
+	// (proc.Spec.Groups).
+	Groups *proc.Groups
 	// Gateway, when set, points the CLI at the node's metering gateway:
 	// model calls are charged there, so the runtime charges nothing
 	// itself (it is runner.Metered). When nil the CLI talks to its

@@ -169,6 +169,7 @@ func (rt *runtime) spec(in *fsmpb.Event, inv invocation) proc.Spec {
 		Env:     proc.Env(env...),
 		Sandbox: rt.o.Sandbox,
 		Hide:    rt.o.Hide,
+		Groups:  rt.o.Groups,
 	}
 }
 
