@@ -125,7 +125,15 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
 	}
 	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch}
-	exhausted := overLimit(env.Limits, env.Used, usage)
+	exhausted := ""
+	if startsCall(usage) {
+		// A call starts only on an envelope with nothing used up, whatever
+		// axis it charges first (one rule: MayStart).
+		exhausted = MayStart(env, s)
+	}
+	if exhausted == "" {
+		exhausted = overLimit(env.Limits, env.Used, usage)
+	}
 	if exhausted == "" && s.ContextCap > 0 && s.ContextUsed+contextTokens > s.ContextCap {
 		exhausted = "context_tokens"
 	}
@@ -170,6 +178,24 @@ func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmp
 	a.putEvents(events...)
 	return env, nil
 }
+
+// startsCall reports whether a charge (not incurred) is the start of a
+// model call or a turn: it counts a query or a turn. The runner's turn
+// start (turn and query, or the turn alone when a gateway meters the
+// calls), a model runtime's query before each further call and a
+// gateway's admission all are.
+func startsCall(usage *fsmpb.Budget) bool {
+	return usage.GetQueries() > 0 || usage.GetTurns() > 0
+}
+
+// MayStart is the one rule that decides whether a model call (or a turn)
+// may start on env: it names the first axis used up (used >= a non-zero
+// limit, on any axis, not only the one the start charges) or s's context
+// axis, and "" when the call may start. The FSM applies it to every charge
+// that starts a call (a query or a turn), so the leader decides with the
+// committed state; a gateway's admission and placement read it on a
+// replica first.
+func MayStart(env *fsmpb.Envelope, s *fsmpb.Session) string { return Exhausted(env, s) }
 
 // Exhausted names the first axis of env that is used up (used >= a
 // non-zero limit), or the context axis of s, or "": a gateway refuses a
