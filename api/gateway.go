@@ -54,15 +54,30 @@ func (s *Server) newGateway(auth *authInterceptor) *gateway.Handler {
 	return gateway.New(o)
 }
 
-// gatewayMeter is the gateway's Meter: admission reads the local replica
-// (no round trip before the upstream is called); a refusal and every
-// charge are FSM commands, proposed through the leader like RecordUsage.
+// gatewayMeter is the gateway's Meter: admission reads the leader's state
+// (the local one on the leader, after a read barrier on a follower) by the
+// FSM's rule (fsm.MayStart); a refusal and every charge are FSM commands,
+// proposed through the leader like RecordUsage.
 type gatewayMeter struct{ s *Server }
 
 func (m gatewayMeter) Admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
+	// Admission sees every charge acknowledged before the call (issue 32):
+	// the leader has applied each charge it acknowledged; a follower reads
+	// after a linearizable barrier (one round trip to the leader). With the
+	// gateway ending an answer only once its charge is committed
+	// (gateway.SettleWait), a call a client sends after the previous one
+	// ended, through any node, finds that call's usage.
+	barriered := false
+	if !m.s.cluster.IsLeader() {
+		if err := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
+			return gateway.Admission{}, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE",
+				"checking the budget: no read of the committed state: %v", err)
+		}
+		barriered = true
+	}
 	adm, err := m.admit(ctx, c)
 	var ref *gateway.Refusal
-	if errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound) {
+	if !barriered && errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound) {
 		// Maybe only this replica does not know it yet (a session created
 		// a moment ago through another node): catch up once, ask again.
 		if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr == nil {
@@ -102,7 +117,7 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 	if err != nil {
 		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
 	}
-	axis := fsm.Exhausted(env, s)
+	axis := fsm.MayStart(env, s)
 	if axis == "" {
 		return adm, nil
 	}
@@ -168,7 +183,7 @@ func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fa
 // of the leader on a caller's behalf (the caller was authorized here).
 func (m gatewayMeter) nodeHeader() http.Header {
 	h := http.Header{}
-	if secret, ok := OperatorSecret(m.s.cfg.Tokens); ok {
+	if secret := m.s.OwnSecret(); secret != "" {
 		h.Set("Authorization", "Bearer "+secret)
 	}
 	return h

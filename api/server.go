@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -89,6 +90,11 @@ type Server struct {
 	metrics    *apiMetrics
 	gateway    *gateway.Handler
 	auth       *authInterceptor
+	// ownSecret is the node's own credential (the first operator token's
+	// secret, "" with auth off), read at each use: SetTokens replaces it,
+	// so a rotation that removes the old token leaves no caller of the
+	// node's own with it (issue 32: a follower's gateway charges).
+	ownSecret atomic.Pointer[string]
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -117,6 +123,8 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		metrics: newAPIMetrics(cfg.Metrics),
 		auth:    newAuthInterceptor(cfg.Tokens, f),
 	}
+	secret, _ := OperatorSecret(cfg.Tokens)
+	s.ownSecret.Store(&secret)
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -144,7 +152,18 @@ func (s *Server) SetTokens(tokens []Token) error {
 		return errors.New("the tokens file has no operator token: the node's own runner calls its API with the first one")
 	}
 	s.auth.setFile(tokens)
+	secret, _ := OperatorSecret(tokens)
+	s.ownSecret.Store(&secret)
 	return nil
+}
+
+// OwnSecret is the node's own credential as of now (the first operator
+// token of the current tokens file; "" with authentication off).
+func (s *Server) OwnSecret() string {
+	if p := s.ownSecret.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Handler returns the HTTP handler with every service mounted.
