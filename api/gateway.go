@@ -125,7 +125,7 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 	// charged now, is refused by the FSM, which journals the refusal; if
 	// this replica was behind (a limit raised), it is charged and the
 	// call goes on, its query paid.
-	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false)
+	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false, "")
 	switch {
 	case err == nil:
 		adm.Prepaid = true
@@ -138,7 +138,9 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 }
 
 // Charge records a finished call's usage, incurred, retrying under one
-// request id (the FSM counts it once) until it lands or chargeTimeout.
+// request id (the FSM counts it once) until it lands or chargeTimeout, or
+// an error no retry mends (a refused credential); then the charge is held
+// and journaled as unmetered at the next chance (gateway_unmetered.go).
 func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), chargeTimeout)
 	defer cancel()
@@ -147,13 +149,17 @@ func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		_, err := m.record(ctx, a, BudgetToAPI(usage), requestID, true)
+		_, err := m.record(ctx, a, BudgetToAPI(usage), requestID, true, "")
 		if err == nil {
+			// The leader takes charges: the next chance for any held back.
+			if m.s.unmeteredQ.len() > 0 {
+				m.s.unmeteredQ.poke()
+			}
 			return
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			m.s.logger.Warn("gateway: a model call's usage was not charged", "session", a.SessionID, "launch", a.LaunchID,
-				"usage", usage.String(), "error", err)
+			// Never dropped: journaled as unmetered at the next chance.
+			m.s.unmetered(unmeteredCharge{adm: a, usage: usage, requestID: requestID, reason: reasonOf(err)})
 			return
 		}
 		select {
@@ -166,9 +172,9 @@ func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID
 
 // record proposes a RecordUsage through the leader, with this node's own
 // credential (the caller was authorized by the gateway).
-func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fakv1.Budget, requestID string, incurred bool) (*fakv1.RecordUsageResponse, error) {
+func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fakv1.Budget, requestID string, incurred bool, unmetered string) (*fakv1.RecordUsageResponse, error) {
 	req := connect.NewRequest(&fakv1.RecordUsageRequest{SessionId: a.SessionID, LaunchId: a.LaunchID, Usage: usage,
-		RequestId: requestID, Incurred: incurred})
+		RequestId: requestID, Incurred: incurred, Unmetered: unmetered})
 	for k, v := range m.nodeHeader() {
 		req.Header()[k] = v
 	}

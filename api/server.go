@@ -95,6 +95,9 @@ type Server struct {
 	// so a rotation that removes the old token leaves no caller of the
 	// node's own with it (issue 32: a follower's gateway charges).
 	ownSecret atomic.Pointer[string]
+	// unmeteredQ holds the gateway's charges that could not be committed
+	// when their call ended, until they are journaled (issue 32).
+	unmeteredQ *unmeteredQueue
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -125,6 +128,7 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 	}
 	secret, _ := OperatorSecret(cfg.Tokens)
 	s.ownSecret.Store(&secret)
+	s.unmeteredQ = newUnmeteredQueue(cfg.Metrics)
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -154,6 +158,7 @@ func (s *Server) SetTokens(tokens []Token) error {
 	s.auth.setFile(tokens)
 	secret, _ := OperatorSecret(tokens)
 	s.ownSecret.Store(&secret)
+	s.unmeteredQ.poke() // a refused credential may be mended
 	return nil
 }
 

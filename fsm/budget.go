@@ -96,18 +96,25 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if err := activeSession(s); err != nil {
+	if cmd.Unmetered != "" && !cmd.Incurred {
+		return nil, errorf(ReasonInvalidArgument, "an unmetered call's late charge is usage already incurred (incurred)")
+	}
+	// A late charge of a call a gateway could not charge when it ended
+	// lands even on a session stopped since: the usage happened while it
+	// ran, and is never dropped.
+	if err := activeSession(s); err != nil && cmd.Unmetered == "" {
 		return nil, err
 	}
 	usage := cmd.Usage
 	if usage == nil {
 		usage = &fsmpb.Budget{}
 	}
-	charge := a.charge
+	var env *fsmpb.Envelope
 	if cmd.Incurred {
-		charge = a.chargeIncurred
+		env, err = a.chargeIncurred(c, s, usage, cmd.ContextTokens, cmd.LaunchId, cmd.Unmetered)
+	} else {
+		env, err = a.charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	}
-	env, err := charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	a.putSession(s)
 	if err != nil {
 		return nil, err
@@ -157,13 +164,14 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 // gateway passed and the upstream answered): it is counted even when it
 // passes a limit, because refusing it would hide real spend. Passing a
 // limit journals the exhaustion next to the charge; the next admission
-// (Exhausted) refuses.
-func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch string) (*fsmpb.Envelope, *Error) {
+// (MayStart) refuses. unmetered, when set, says why the charge comes late
+// (the gateway could not commit it when the call ended); the fact names it.
+func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch, unmetered string) (*fsmpb.Envelope, *Error) {
 	env := a.loadEnvelope(s.EnvelopeId)
 	if env == nil {
 		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
 	}
-	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch, Incurred: true}
+	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch, Incurred: true, Unmetered: unmetered}
 	over := overLimit(env.Limits, env.Used, usage)
 	addBudget(env.Used, usage)
 	env.LastChargeUnixNano = c.TimeUnixNano
