@@ -48,7 +48,13 @@ func (s *Server) newGateway(auth *authInterceptor) *gateway.Handler {
 			}
 			h := http.Header{}
 			h.Set("Authorization", "Bearer "+token)
-			return auth.require(RoleAgent, h)
+			err := auth.require(RoleAgent, h)
+			if connect.CodeOf(err) == connect.CodePermissionDenied {
+				// A token fak knows whose role may not call models (a
+				// read token): 403, in the provider's shape.
+				return gateway.Refusef(http.StatusForbidden, "PERMISSION_DENIED", "%v", err)
+			}
+			return err
 		}
 	}
 	return gateway.New(o)

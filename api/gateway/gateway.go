@@ -84,7 +84,9 @@ type Options struct {
 	Accounts []Account
 	Prices   PriceTable
 	Meter    Meter
-	// Authorize checks the caller's fak credential (nil: no auth).
+	// Authorize checks the caller's fak credential (nil: no auth). A
+	// *Refusal it returns is answered as it is (403 for a token whose role
+	// may not call); any other error is 401 UNAUTHENTICATED.
 	Authorize func(token string) error
 	// Client calls the upstreams (nil: a pooled client without timeouts
 	// on the body: a stream lasts as long as the model writes).

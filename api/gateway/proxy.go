@@ -62,7 +62,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(fakToken); err != nil {
-			h.refuse(w, rt.provider, Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err))
+			// A known token whose role may not call (a read token) is a
+			// *Refusal, 403; anything else is 401.
+			var ref *Refusal
+			if !errors.As(err, &ref) {
+				ref = Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err)
+			}
+			h.refuse(w, rt.provider, ref)
 			return
 		}
 	}
