@@ -85,4 +85,3 @@ func TestGateway_AReadTokenIsForbiddenNotUnauthenticated(t *testing.T) {
 		t.Fatalf("%d refused calls reached the upstream", n)
 	}
 }
-
