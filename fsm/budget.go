@@ -96,13 +96,17 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if cmd.Unmetered != "" && !cmd.Incurred {
+	unmetered := cmd.Unmetered
+	if c.RuleVersion < BudgetStartRules {
+		unmetered = "" // the rules before: no late charges
+	}
+	if unmetered != "" && !cmd.Incurred {
 		return nil, errorf(ReasonInvalidArgument, "an unmetered call's late charge is usage already incurred (incurred)")
 	}
 	// A late charge of a call a gateway could not charge when it ended
 	// lands even on a session stopped since: the usage happened while it
 	// ran, and is never dropped.
-	if err := activeSession(s); err != nil && cmd.Unmetered == "" {
+	if err := activeSession(s); err != nil && unmetered == "" {
 		return nil, err
 	}
 	usage := cmd.Usage
@@ -111,7 +115,7 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	}
 	var env *fsmpb.Envelope
 	if cmd.Incurred {
-		env, err = a.chargeIncurred(c, s, usage, cmd.ContextTokens, cmd.LaunchId, cmd.Unmetered)
+		env, err = a.chargeIncurred(c, s, usage, cmd.ContextTokens, cmd.LaunchId, unmetered)
 	} else {
 		env, err = a.charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	}
@@ -133,7 +137,7 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 	}
 	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch}
 	exhausted := ""
-	if startsCall(usage) {
+	if startsCall(usage) && c.RuleVersion >= BudgetStartRules {
 		// A call starts only on an envelope with nothing used up, whatever
 		// axis it charges first (one rule: MayStart).
 		exhausted = MayStart(env, s)

@@ -325,3 +325,23 @@ func TestBudgetExhaustedOnEveryAxis(t *testing.T) {
 		})
 	}
 }
+
+// A charge stamped below BudgetStartRules (a leader whose voters do not
+// all apply them yet) applies the rules before, on every replica alike:
+// the charged axes alone decide, and no unmetered late charge.
+func TestBudgetStartRulesOnlyFromTheirVersion(t *testing.T) {
+	h := newHarness(t)
+	wantErr(t, h.apply1(createPolicy("s1", budgetPolicy(&fsmpb.Budget{OutputTokens: 7}, 0))), "")
+	wantErr(t, h.apply1(recordUsage("s1", &fsmpb.Budget{OutputTokens: 7}, 0)), "")
+	old := recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)
+	old.RuleVersion = 1
+	wantErr(t, h.apply1(old), "")
+	late := recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)
+	late.RuleVersion, late.GetRecordUsage().Unmetered = 1, "UNAVAILABLE"
+	wantErr(t, h.apply1(late), "")
+	if d := h.eventData("s1", h.session("s1").HeadSeq); d["unmetered"] != nil {
+		t.Fatalf("a version 1 charge journaled unmetered: %v", d)
+	}
+	// From the version on, the call start is refused.
+	wantErr(t, h.apply1(recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)), ReasonBudgetExhausted)
+}

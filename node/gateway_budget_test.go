@@ -10,6 +10,7 @@ import (
 
 	"github.com/fak-dev/fak/api/gateway"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
+	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -34,6 +35,20 @@ func cappedSession(t testing.TB, c *testcluster.Cluster, n *testcluster.Node, ti
 func TestGateway_BackToBackCallsNeverStartPastTheLimit(t *testing.T) {
 	c, up := gatewayFleet(t)
 	client := c.HTTPClient()
+	// The rule is fsm.BudgetStartRules: the leader stamps it once every
+	// voter's record says its build applies it.
+	c.WaitFor(30*time.Second, "every node record at BudgetStartRules", func() bool {
+		resp, err := c.NodeClient(c.Leader()).ListNodes(ctxT(t, 5*time.Second), connect.NewRequest(&fakv1.ListNodesRequest{}))
+		if err != nil || len(resp.Msg.Nodes) != 3 {
+			return false
+		}
+		for _, n := range resp.Msg.Nodes {
+			if n.RuleVersion < fsm.BudgetStartRules {
+				return false
+			}
+		}
+		return true
+	})
 	nodes := []*testcluster.Node{c.Leader(), c.Followers()[0], c.Followers()[1]}
 	call := func(k int) gatewayCall { return gatewayCalls[k%2] } // Anthropic, streamed and not
 	// Each call's usage is a function of its body: learn call k's output
