@@ -68,32 +68,37 @@ type gatewayMeter struct{ s *Server }
 
 func (m gatewayMeter) Admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
 	// Admission sees every charge acknowledged before the call (issue 32):
-	// the leader has applied each charge it acknowledged; a follower reads
-	// after a linearizable barrier (one round trip to the leader). With the
+	// the leader has applied each charge it acknowledged; a follower
+	// whose replica admits a call on a limited envelope reads again after
+	// a linearizable barrier (one round trip to the leader). An envelope
+	// without limits (they are fixed when it is made) refuses no call, so
+	// it needs none; a refusal by budget is the leader's already. With the
 	// gateway ending an answer only once its charge is committed
 	// (gateway.SettleWait), a call a client sends after the previous one
 	// ended, through any node, finds that call's usage.
-	barriered := false
-	if !m.s.cluster.IsLeader() {
-		if err := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); err != nil {
-			return gateway.Admission{}, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE",
-				"checking the budget: no read of the committed state: %v", err)
-		}
-		barriered = true
-	}
-	adm, err := m.admit(ctx, c)
+	adm, limited, err := m.admit(ctx, c)
 	var ref *gateway.Refusal
-	if !barriered && errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound) {
-		// Maybe only this replica does not know it yet (a session created
-		// a moment ago through another node): catch up once, ask again.
-		if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr == nil {
-			return m.admit(ctx, c)
-		}
+	notFound := errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound)
+	stale := !m.s.cluster.IsLeader() && err == nil && limited && !adm.Prepaid
+	if !notFound && !stale {
+		return adm, err
 	}
+	// Catch up, ask again: maybe this replica did not know the session yet
+	// (created a moment ago through another node), or a charge.
+	if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr != nil {
+		if notFound {
+			return adm, err
+		}
+		return gateway.Admission{}, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE",
+			"checking the budget: no read of the committed state: %v", berr)
+	}
+	adm, _, err = m.admit(ctx, c)
 	return adm, err
 }
 
-func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
+// admit decides on the local replica; limited: the envelope has a limit
+// (or the session a context cap) that could refuse a call.
+func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (_ gateway.Admission, limited bool, _ error) {
 	f := m.s.fsm
 	adm := gateway.Admission{SessionID: c.TraceID}
 	id := c.TraceID
@@ -102,30 +107,31 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 	case c.LaunchID != "":
 		l, err := f.Launch(c.LaunchID)
 		if err != nil {
-			return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "launch %s is not known to this fleet", c.LaunchID)
+			return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "launch %s is not known to this fleet", c.LaunchID)
 		}
 		// The charge names the launch: the FSM resolves its default
 		// session when it applies, so a clear just before charges the
 		// child.
 		adm.LaunchID, id = c.LaunchID, l.DefaultSession
 	default:
-		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonInvalidArgument),
+		return adm, limited, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonInvalidArgument),
 			"no session to charge: send %s: <session id>, or call through a launch (%s or /gateway/launch/<id>/…)", gateway.HeaderTraceID, gateway.HeaderLaunch)
 	}
 	s, err := f.Session(id)
 	if err != nil {
-		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s is not known to this fleet", id)
+		return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s is not known to this fleet", id)
 	}
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonSessionStopped), "session %s is stopped (%s)", id, s.StopReason)
+		return adm, limited, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonSessionStopped), "session %s is stopped (%s)", id, s.StopReason)
 	}
 	env, err := f.Envelope(s.EnvelopeId)
 	if err != nil {
-		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
+		return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
 	}
+	limited = fsm.Limited(env, s)
 	axis := fsm.MayStart(env, s)
 	if axis == "" {
-		return adm, nil
+		return adm, limited, nil
 	}
 	// The replica says used up. The cluster decides: the call's query,
 	// charged now, is refused by the FSM, which journals the refusal; if
@@ -135,12 +141,12 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 	switch {
 	case err == nil:
 		adm.Prepaid = true
-		return adm, nil
+		return adm, limited, nil
 	case apiclient.ErrorInfo(err).GetReason() == string(fsm.ReasonBudgetExhausted):
-		return adm, &gateway.Refusal{Status: http.StatusTooManyRequests, Reason: string(fsm.ReasonBudgetExhausted), Axis: axis,
+		return adm, limited, &gateway.Refusal{Status: http.StatusTooManyRequests, Reason: string(fsm.ReasonBudgetExhausted), Axis: axis,
 			Message: "the " + axis + " budget of session " + id + " is exhausted"}
 	}
-	return adm, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "checking the budget of session %s: %v", id, err)
+	return adm, limited, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "checking the budget of session %s: %v", id, err)
 }
 
 // Charge records a finished call's usage, incurred, retrying under one

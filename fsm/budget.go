@@ -209,6 +209,15 @@ func startsCall(usage *fsmpb.Budget) bool {
 // replica first.
 func MayStart(env *fsmpb.Envelope, s *fsmpb.Session) string { return Exhausted(env, s) }
 
+// Limited reports whether env has a limit, or s a context cap, that could
+// refuse a call: an envelope's limits are fixed when it is made, so one
+// without any never refuses, whatever replica reads it.
+func Limited(env *fsmpb.Envelope, s *fsmpb.Session) bool {
+	l := env.GetLimits()
+	return l.GetTurns() > 0 || l.GetOutputTokens() > 0 || l.GetQueries() > 0 || l.GetSpendMicros() > 0 ||
+		l.GetToolCalls() > 0 || l.GetInputTokens() > 0 || s.GetContextCap() > 0
+}
+
 // Exhausted names the first axis of env that is used up (used >= a
 // non-zero limit), or the context axis of s, or "": a gateway refuses a
 // model call on an exhausted envelope before it reaches the upstream.
