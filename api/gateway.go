@@ -135,8 +135,8 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (_ gateway.Admi
 	}
 	// The replica says used up. The cluster decides: the call's query,
 	// charged now, is refused by the FSM, which journals the refusal; if
-	// this replica was behind (a limit raised), it is charged and the
-	// call goes on, its query paid.
+	// this replica was behind (a context axis re-armed by a reset it has
+	// not applied), it is charged and the call goes on, its query paid.
 	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false, "")
 	switch {
 	case err == nil:
