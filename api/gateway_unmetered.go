@@ -47,6 +47,7 @@ type unmeteredQueue struct {
 	q       []unmeteredCharge
 	nudge   chan struct{}
 	started sync.Once
+	lastErr string // the last error that held the queue (the loop's own)
 
 	counted   *prometheus.CounterVec // fak_gateway_unmetered_charges_total{reason}
 	journaled prometheus.Counter     // fak_gateway_unmetered_journaled_total
@@ -183,8 +184,13 @@ func (s *Server) drainUnmetered() {
 		_, err := m.record(ctx, c.adm, BudgetToAPI(c.usage), c.requestID, true, c.reason)
 		cancel()
 		if err != nil && journalLater(err) {
+			if msg := err.Error(); msg != u.lastErr {
+				u.lastErr = msg
+				s.logger.Warn("gateway: unmetered charges wait: the cluster cannot take them yet", "pending", u.len(), "error", err)
+			}
 			return // the cluster cannot take it yet: the next chance
 		}
+		u.lastErr = ""
 		u.mu.Lock()
 		u.q = u.q[1:]
 		u.mu.Unlock()

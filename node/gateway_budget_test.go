@@ -26,19 +26,16 @@ func cappedSession(t testing.TB, c *testcluster.Cluster, n *testcluster.Node, ti
 	return r.Msg.Session.SessionId
 }
 
-// Issue 32 §2: calls sent back to back (each after the previous answer
-// ended) through the leader, through each follower, and round the three
-// nodes, never start past the limit: once the committed usage reaches
-// the limit, the next call is refused without reaching the upstream.
-// The first case is the exact limit (used 7 of 7 on the output axis,
-// which the admission's query charge does not touch).
-func TestGateway_BackToBackCallsNeverStartPastTheLimit(t *testing.T) {
-	c, up := gatewayFleet(t)
-	client := c.HTTPClient()
-	// The rule is fsm.BudgetStartRules: the leader stamps it once every
-	// voter's record says its build applies it.
+// waitForBudgetStartRules waits until the leader stamps charges with
+// fsm.BudgetStartRules: every voter's record says its build applies it.
+func waitForBudgetStartRules(t testing.TB, c *testcluster.Cluster) {
+	t.Helper()
 	c.WaitFor(30*time.Second, "every node record at BudgetStartRules", func() bool {
-		resp, err := c.NodeClient(c.Leader()).ListNodes(ctxT(t, 5*time.Second), connect.NewRequest(&fakv1.ListNodesRequest{}))
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		resp, err := c.NodeClient(l).ListNodes(ctxT(t, 5*time.Second), connect.NewRequest(&fakv1.ListNodesRequest{}))
 		if err != nil || len(resp.Msg.Nodes) != 3 {
 			return false
 		}
@@ -49,6 +46,18 @@ func TestGateway_BackToBackCallsNeverStartPastTheLimit(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Issue 32 §2: calls sent back to back (each after the previous answer
+// ended) through the leader, through each follower, and round the three
+// nodes, never start past the limit: once the committed usage reaches
+// the limit, the next call is refused without reaching the upstream.
+// The first case is the exact limit (used 7 of 7 on the output axis,
+// which the admission's query charge does not touch).
+func TestGateway_BackToBackCallsNeverStartPastTheLimit(t *testing.T) {
+	c, up := gatewayFleet(t)
+	client := c.HTTPClient()
+	waitForBudgetStartRules(t, c)
 	nodes := []*testcluster.Node{c.Leader(), c.Followers()[0], c.Followers()[1]}
 	call := func(k int) gatewayCall { return gatewayCalls[k%2] } // Anthropic, streamed and not
 	// Each call's usage is a function of its body: learn call k's output

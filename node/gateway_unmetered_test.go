@@ -37,9 +37,11 @@ func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
 		cfg.TokenFile = file(name)
 		cfg.Accounts = []node.AccountConfig{{Name: "anthropic-main", Provider: gateway.Anthropic, Upstream: up.URL, APIKeyEnv: "FAK_TEST_UPSTREAM_KEY"}}
 	}})
-	c.WaitForLeader(30 * time.Second)
+	l := c.WaitForLeader(30 * time.Second)
+	// The unmetered fact is fsm.BudgetStartRules'.
+	waitForBudgetStartRules(t, c)
 	f := c.Followers()[0]
-	id := createSession(t, c, c.Leader(), "unmetered")
+	id := createSession(t, c, l, "unmetered")
 	// The new operator token first on f alone: f now calls the leader
 	// with it, which the leader does not know yet.
 	rotated := "operator rotated-" + f.Name + "\noperator " + testcluster.Token + "\n"
@@ -65,7 +67,7 @@ func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
 	if v := metric("fak_gateway_unmetered_charges_total", map[string]string{"reason": "UNAUTHENTICATED"}); v != 1 {
 		t.Fatalf("fak_gateway_unmetered_charges_total{reason=UNAUTHENTICATED} = %v, want 1", v)
 	}
-	if q := envelopeOf(t, c, c.Leader(), id).GetUsed().GetQueries(); q != 0 {
+	if q := envelopeOf(t, c, f, id).GetUsed().GetQueries(); q != 0 {
 		t.Fatalf("%d queries charged with a refused credential", q)
 	}
 	// The rotation reaches every node: the next try journals it.
@@ -77,14 +79,14 @@ func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
 	}
 	var charged *fakv1.Event
 	c.WaitFor(30*time.Second, "the unmetered charge journaled", func() bool {
-		for _, ev := range readAll(t, c, c.Leader(), id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
+		for _, ev := range readAll(t, c, f, id, fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE) {
 			if ev.Kind == "budget.charged" && strings.Contains(string(ev.Data), `"unmetered":"UNAUTHENTICATED"`) {
 				charged = ev
 			}
 		}
 		return charged != nil
 	})
-	u := envelopeOf(t, c, c.Leader(), id).GetUsed()
+	u := envelopeOf(t, c, f, id).GetUsed()
 	if u.GetQueries() != 1 || u.GetOutputTokens() != reported.OutputTokens {
 		t.Fatalf("journaled %d queries, %d output tokens; the upstream reported 1 call, %d output tokens (%s)",
 			u.GetQueries(), u.GetOutputTokens(), reported.OutputTokens, charged.Data)
