@@ -210,8 +210,7 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		} else {
 			c = recordUsage(pos(0), budget(), num("context", 0))
 		}
-		c.GetRecordUsage().Incurred = td.HasArg("incurred")
-		c.GetRecordUsage().Unmetered = val("unmetered", "")
+		c.GetRecordUsage().Incurred, c.GetRecordUsage().Unmetered = td.HasArg("incurred"), val("unmetered", "")
 	case "fresh":
 		c = fresh(pos(0), val("id", ""))
 	case "reset":
