@@ -43,6 +43,15 @@ func (s *Server) describe(ctx context.Context, hdr http.Header, sessionID, attac
 	if env, err := s.fsm.Envelope(sess.EnvelopeId); err == nil {
 		d.Budget = envelopeToAPI(env)
 	}
+	if p := sess.GetPlacement(); p.GetNode() != "" {
+		if recs, err := s.fsm.Nodes(); err == nil {
+			for _, rec := range recs {
+				if rec.Name == p.Node {
+					d.MeteredBy = fsm.MeteredBy(rec, p.RuntimeAdapter)
+				}
+			}
+		}
+	}
 	return d, nil
 }
 

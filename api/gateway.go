@@ -48,31 +48,57 @@ func (s *Server) newGateway(auth *authInterceptor) *gateway.Handler {
 			}
 			h := http.Header{}
 			h.Set("Authorization", "Bearer "+token)
-			return auth.require(RoleAgent, h)
+			err := auth.require(RoleAgent, h)
+			if connect.CodeOf(err) == connect.CodePermissionDenied {
+				// A token fak knows whose role may not call models (a
+				// read token): 403, in the provider's shape.
+				return gateway.Refusef(http.StatusForbidden, "PERMISSION_DENIED", "%v", err)
+			}
+			return err
 		}
 	}
 	return gateway.New(o)
 }
 
-// gatewayMeter is the gateway's Meter: admission reads the local replica
-// (no round trip before the upstream is called); a refusal and every
-// charge are FSM commands, proposed through the leader like RecordUsage.
+// gatewayMeter is the gateway's Meter: admission reads the leader's state
+// (the local one on the leader, after a read barrier on a follower) by the
+// FSM's rule (fsm.MayStart); a refusal and every charge are FSM commands,
+// proposed through the leader like RecordUsage.
 type gatewayMeter struct{ s *Server }
 
 func (m gatewayMeter) Admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
-	adm, err := m.admit(ctx, c)
+	// Admission sees every charge acknowledged before the call (issue 32):
+	// the leader has applied each charge it acknowledged; a follower
+	// whose replica admits a call on a limited envelope reads again after
+	// a linearizable barrier (one round trip to the leader). An envelope
+	// without limits (they are fixed when it is made) refuses no call, so
+	// it needs none; a refusal by budget is the leader's already. With the
+	// gateway ending an answer only once its charge is committed
+	// (gateway.SettleWait), a call a client sends after the previous one
+	// ended, through any node, finds that call's usage.
+	adm, limited, err := m.admit(ctx, c)
 	var ref *gateway.Refusal
-	if errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound) {
-		// Maybe only this replica does not know it yet (a session created
-		// a moment ago through another node): catch up once, ask again.
-		if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr == nil {
-			return m.admit(ctx, c)
-		}
+	notFound := errors.As(err, &ref) && ref.Reason == string(fsm.ReasonNotFound)
+	stale := !m.s.cluster.IsLeader() && err == nil && limited && !adm.Prepaid
+	if !notFound && !stale {
+		return adm, err
 	}
+	// Catch up, ask again: maybe this replica did not know the session yet
+	// (created a moment ago through another node), or a charge.
+	if berr := m.s.readBarrier(ctx, m.nodeHeader(), fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE); berr != nil {
+		if notFound {
+			return adm, err
+		}
+		return gateway.Admission{}, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE",
+			"checking the budget: no read of the committed state: %v", berr)
+	}
+	adm, _, err = m.admit(ctx, c)
 	return adm, err
 }
 
-func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admission, error) {
+// admit decides on the local replica; limited: the envelope has a limit
+// (or the session a context cap) that could refuse a call.
+func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (_ gateway.Admission, limited bool, _ error) {
 	f := m.s.fsm
 	adm := gateway.Admission{SessionID: c.TraceID}
 	id := c.TraceID
@@ -81,49 +107,52 @@ func (m gatewayMeter) admit(ctx context.Context, c gateway.Call) (gateway.Admiss
 	case c.LaunchID != "":
 		l, err := f.Launch(c.LaunchID)
 		if err != nil {
-			return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "launch %s is not known to this fleet", c.LaunchID)
+			return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "launch %s is not known to this fleet", c.LaunchID)
 		}
 		// The charge names the launch: the FSM resolves its default
 		// session when it applies, so a clear just before charges the
 		// child.
 		adm.LaunchID, id = c.LaunchID, l.DefaultSession
 	default:
-		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonInvalidArgument),
+		return adm, limited, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonInvalidArgument),
 			"no session to charge: send %s: <session id>, or call through a launch (%s or /gateway/launch/<id>/…)", gateway.HeaderTraceID, gateway.HeaderLaunch)
 	}
 	s, err := f.Session(id)
 	if err != nil {
-		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s is not known to this fleet", id)
+		return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s is not known to this fleet", id)
 	}
 	if s.State == fsmpb.SessionState_SESSION_STATE_STOPPED {
-		return adm, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonSessionStopped), "session %s is stopped (%s)", id, s.StopReason)
+		return adm, limited, gateway.Refusef(http.StatusBadRequest, string(fsm.ReasonSessionStopped), "session %s is stopped (%s)", id, s.StopReason)
 	}
 	env, err := f.Envelope(s.EnvelopeId)
 	if err != nil {
-		return adm, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
+		return adm, limited, gateway.Refusef(http.StatusNotFound, string(fsm.ReasonNotFound), "session %s has no budget envelope", id)
 	}
-	axis := fsm.Exhausted(env, s)
+	limited = fsm.Limited(env, s)
+	axis := fsm.MayStart(env, s)
 	if axis == "" {
-		return adm, nil
+		return adm, limited, nil
 	}
 	// The replica says used up. The cluster decides: the call's query,
 	// charged now, is refused by the FSM, which journals the refusal; if
-	// this replica was behind (a limit raised), it is charged and the
-	// call goes on, its query paid.
-	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false)
+	// this replica was behind (a context axis re-armed by a reset it has
+	// not applied), it is charged and the call goes on, its query paid.
+	_, err = m.record(ctx, adm, &fakv1.Budget{Queries: 1}, NewID("gw_"), false, "")
 	switch {
 	case err == nil:
 		adm.Prepaid = true
-		return adm, nil
+		return adm, limited, nil
 	case apiclient.ErrorInfo(err).GetReason() == string(fsm.ReasonBudgetExhausted):
-		return adm, &gateway.Refusal{Status: http.StatusTooManyRequests, Reason: string(fsm.ReasonBudgetExhausted), Axis: axis,
+		return adm, limited, &gateway.Refusal{Status: http.StatusTooManyRequests, Reason: string(fsm.ReasonBudgetExhausted), Axis: axis,
 			Message: "the " + axis + " budget of session " + id + " is exhausted"}
 	}
-	return adm, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "checking the budget of session %s: %v", id, err)
+	return adm, limited, gateway.Refusef(http.StatusServiceUnavailable, "UNAVAILABLE", "checking the budget of session %s: %v", id, err)
 }
 
 // Charge records a finished call's usage, incurred, retrying under one
-// request id (the FSM counts it once) until it lands or chargeTimeout.
+// request id (the FSM counts it once) until it lands or chargeTimeout, or
+// an error no retry mends (a refused credential); then the charge is held
+// and journaled as unmetered at the next chance (gateway_unmetered.go).
 func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), chargeTimeout)
 	defer cancel()
@@ -132,13 +161,17 @@ func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		_, err := m.record(ctx, a, BudgetToAPI(usage), requestID, true)
+		_, err := m.record(ctx, a, BudgetToAPI(usage), requestID, true, "")
 		if err == nil {
+			// The leader takes charges: the next chance for any held back.
+			if m.s.unmeteredQ.len() > 0 {
+				m.s.unmeteredQ.poke()
+			}
 			return
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			m.s.logger.Warn("gateway: a model call's usage was not charged", "session", a.SessionID, "launch", a.LaunchID,
-				"usage", usage.String(), "error", err)
+			// Never dropped: journaled as unmetered at the next chance.
+			m.s.unmetered(unmeteredCharge{adm: a, usage: usage, requestID: requestID, reason: reasonOf(err)})
 			return
 		}
 		select {
@@ -151,9 +184,9 @@ func (m gatewayMeter) Charge(a gateway.Admission, usage *fsmpb.Budget, requestID
 
 // record proposes a RecordUsage through the leader, with this node's own
 // credential (the caller was authorized by the gateway).
-func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fakv1.Budget, requestID string, incurred bool) (*fakv1.RecordUsageResponse, error) {
+func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fakv1.Budget, requestID string, incurred bool, unmetered string) (*fakv1.RecordUsageResponse, error) {
 	req := connect.NewRequest(&fakv1.RecordUsageRequest{SessionId: a.SessionID, LaunchId: a.LaunchID, Usage: usage,
-		RequestId: requestID, Incurred: incurred})
+		RequestId: requestID, Incurred: incurred, Unmetered: unmetered})
 	for k, v := range m.nodeHeader() {
 		req.Header()[k] = v
 	}
@@ -168,7 +201,7 @@ func (m gatewayMeter) record(ctx context.Context, a gateway.Admission, usage *fa
 // of the leader on a caller's behalf (the caller was authorized here).
 func (m gatewayMeter) nodeHeader() http.Header {
 	h := http.Header{}
-	if secret, ok := OperatorSecret(m.s.cfg.Tokens); ok {
+	if secret := m.s.OwnSecret(); secret != "" {
 		h.Set("Authorization", "Bearer "+secret)
 	}
 	return h

@@ -122,7 +122,7 @@ func (h *lifecycleHandler) RecordUsage(ctx context.Context, req *connect.Request
 	}
 	cmd := &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_RecordUsage{RecordUsage: &fsmpb.RecordUsage{
 		SessionId: m.SessionId, LaunchId: m.LaunchId, ContextTokens: m.ContextTokens,
-		Usage: budgetFromAPI(m.GetUsage()), Incurred: m.Incurred,
+		Usage: budgetFromAPI(m.GetUsage()), Incurred: m.Incurred, Unmetered: m.Unmetered,
 	}}}
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command { return cmd },

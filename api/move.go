@@ -190,7 +190,8 @@ func nodeToAPI(rec *fsmpb.NodeRecord, status map[string]string, load nodeLoad) *
 	n := &fakv1.Node{
 		Name: rec.Name, ApiAddr: rec.ApiAddr, RaftAddr: rec.RaftAddr,
 		RuntimeAdapters: rec.RuntimeAdapters, Providers: rec.Providers, Models: rec.Models, AccountRefs: rec.AccountRefs,
-		Capacity: rec.Capacity, Draining: rec.Draining, Status: st,
+		RuntimeMeters: rec.RuntimeMeters,
+		Capacity:      rec.Capacity, Draining: rec.Draining, Status: st,
 		Sessions: uint32(load.sessions[rec.Name]), Moving: uint32(load.moving[rec.Name]),
 		RuleVersion: max(rec.RuleVersion, 1),
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -93,6 +94,14 @@ type Server struct {
 	gateway    *gateway.Handler
 	auth       *authInterceptor
 	conns      *connMetrics
+	// ownSecret is the node's own credential (the first operator token's
+	// secret, "" with auth off), read at each use: SetTokens replaces it,
+	// so a rotation that removes the old token leaves no caller of the
+	// node's own with it (issue 32: a follower's gateway charges).
+	ownSecret atomic.Pointer[string]
+	// unmeteredQ holds the gateway's charges that could not be committed
+	// when their call ended, until they are journaled (issue 32).
+	unmeteredQ *unmeteredQueue
 }
 
 // New builds the API server over a node's cluster membership and FSM.
@@ -123,6 +132,9 @@ func New(cfg Config, c *cluster.Cluster, f *fsm.FSM) *Server {
 		auth:    newAuthInterceptor(cfg.Tokens, f),
 		conns:   newConnMetrics(cfg.Metrics),
 	}
+	secret, _ := OperatorSecret(cfg.Tokens)
+	s.ownSecret.Store(&secret)
+	s.unmeteredQ = newUnmeteredQueue(cfg.Metrics)
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -155,7 +167,19 @@ func (s *Server) SetTokens(tokens []Token) error {
 		return errors.New("the tokens file has no operator token: the node's own runner calls its API with the first one")
 	}
 	s.auth.setFile(tokens)
+	secret, _ := OperatorSecret(tokens)
+	s.ownSecret.Store(&secret)
+	s.unmeteredQ.poke() // a refused credential may be mended
 	return nil
+}
+
+// OwnSecret is the node's own credential as of now (the first operator
+// token of the current tokens file; "" with authentication off).
+func (s *Server) OwnSecret() string {
+	if p := s.ownSecret.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Handler returns the HTTP handler with every service mounted.

@@ -102,7 +102,7 @@ func (a *applier) stop() {
 func (a *applier) submit(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result, error) {
 	start := time.Now()
 	cmd.TimeUnixNano = start.UnixNano()
-	cmd.RuleVersion = fsm.CommandRuleVersion(cmd)
+	cmd.RuleVersion = max(cmd.RuleVersion, fsm.CommandRuleVersion(cmd)) // Apply may have stamped a preferred one
 	cmds := []*fsmpb.Command{cmd}
 	comps := a.companionsOf(cmd)
 	for _, c := range comps {
@@ -330,6 +330,7 @@ func (c *Cluster) Apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Result,
 	if err := c.upgradeGate(cmd); err != nil {
 		return nil, err
 	}
+	c.stampPreferred(cmd)
 	return c.applier.submit(ctx, cmd)
 }
 
@@ -348,6 +349,20 @@ func (c *Cluster) upgradeGate(cmd *fsmpb.Command) error {
 		return fsm.UpgradeInProgress(need, old)
 	}
 	return nil
+}
+
+// stampPreferred stamps cmd with its preferred rule version when every
+// voter's build applies it (fsm.PreferredRuleVersion); else it keeps the
+// version it needs, and every replica applies it by the rules before.
+func (c *Cluster) stampPreferred(cmd *fsmpb.Command) {
+	cmd.RuleVersion = 0
+	pref := fsm.PreferredRuleVersion(cmd)
+	if pref <= fsm.CommandRuleVersion(cmd) || c.fsm == nil {
+		return
+	}
+	if old, err := c.upgradeBlockers(pref); err == nil && len(old) == 0 {
+		cmd.RuleVersion = pref
+	}
 }
 
 // upgradeBlockers names the voters whose builds apply only rule versions

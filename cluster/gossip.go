@@ -48,6 +48,9 @@ type Capabilities struct {
 	// RuleVersion: the highest FSM rule version the node's build applies
 	// (fsm.RuleVersion); 0 from a build that did not advertise it.
 	RuleVersion uint32 `json:"rv,omitempty"`
+	// Meters: what meters each provider CLI or model runtime,
+	// "name=gateway", "name=cli" or "name=runtime".
+	Meters []string `json:"me,omitempty"`
 }
 
 // worstCaseAddr is the longest host:port a node may advertise (IPv6).

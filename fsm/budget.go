@@ -96,18 +96,29 @@ func (a *applier) recordUsage(c *fsmpb.Command, cmd *fsmpb.RecordUsage) (*fsmpb.
 	if err != nil {
 		return nil, err
 	}
-	if err := activeSession(s); err != nil {
+	unmetered := cmd.Unmetered
+	if c.RuleVersion < BudgetStartRules {
+		unmetered = "" // the rules before: no late charges
+	}
+	if unmetered != "" && !cmd.Incurred {
+		return nil, errorf(ReasonInvalidArgument, "an unmetered call's late charge is usage already incurred (incurred)")
+	}
+	// A late charge of a call a gateway could not charge when it ended
+	// lands even on a session stopped since: the usage happened while it
+	// ran, and is never dropped.
+	if err := activeSession(s); err != nil && unmetered == "" {
 		return nil, err
 	}
 	usage := cmd.Usage
 	if usage == nil {
 		usage = &fsmpb.Budget{}
 	}
-	charge := a.charge
+	var env *fsmpb.Envelope
 	if cmd.Incurred {
-		charge = a.chargeIncurred
+		env, err = a.chargeIncurred(c, s, usage, cmd.ContextTokens, cmd.LaunchId, unmetered)
+	} else {
+		env, err = a.charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	}
-	env, err := charge(c, s, usage, cmd.ContextTokens, cmd.LaunchId)
 	a.putSession(s)
 	if err != nil {
 		return nil, err
@@ -125,7 +136,15 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
 	}
 	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch}
-	exhausted := overLimit(env.Limits, env.Used, usage)
+	exhausted := ""
+	if startsCall(usage) && c.RuleVersion >= BudgetStartRules {
+		// A call starts only on an envelope with nothing used up, whatever
+		// axis it charges first (one rule: MayStart).
+		exhausted = MayStart(env, s)
+	}
+	if exhausted == "" {
+		exhausted = overLimit(env.Limits, env.Used, usage)
+	}
 	if exhausted == "" && s.ContextCap > 0 && s.ContextUsed+contextTokens > s.ContextCap {
 		exhausted = "context_tokens"
 	}
@@ -149,13 +168,14 @@ func (a *applier) charge(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget
 // gateway passed and the upstream answered): it is counted even when it
 // passes a limit, because refusing it would hide real spend. Passing a
 // limit journals the exhaustion next to the charge; the next admission
-// (Exhausted) refuses.
-func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch string) (*fsmpb.Envelope, *Error) {
+// (MayStart) refuses. unmetered, when set, says why the charge comes late
+// (the gateway could not commit it when the call ended); the fact names it.
+func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmpb.Budget, contextTokens uint64, viaLaunch, unmetered string) (*fsmpb.Envelope, *Error) {
 	env := a.loadEnvelope(s.EnvelopeId)
 	if env == nil {
 		return nil, errorf(ReasonNotFound, "session %s has no budget envelope", s.SessionId)
 	}
-	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch, Incurred: true}
+	f := chargeFact{Usage: budgetFactOf(usage), ContextTokens: contextTokens, Envelope: env.EnvelopeId, ViaLaunch: viaLaunch, Incurred: true, Unmetered: unmetered}
 	over := overLimit(env.Limits, env.Used, usage)
 	addBudget(env.Used, usage)
 	env.LastChargeUnixNano = c.TimeUnixNano
@@ -169,6 +189,33 @@ func (a *applier) chargeIncurred(c *fsmpb.Command, s *fsmpb.Session, usage *fsmp
 	}
 	a.putEvents(events...)
 	return env, nil
+}
+
+// startsCall reports whether a charge (not incurred) is the start of a
+// model call or a turn: it counts a query or a turn. The runner's turn
+// start (turn and query, or the turn alone when a gateway meters the
+// calls), a model runtime's query before each further call and a
+// gateway's admission all are.
+func startsCall(usage *fsmpb.Budget) bool {
+	return usage.GetQueries() > 0 || usage.GetTurns() > 0
+}
+
+// MayStart is the one rule that decides whether a model call (or a turn)
+// may start on env: it names the first axis used up (used >= a non-zero
+// limit, on any axis, not only the one the start charges) or s's context
+// axis, and "" when the call may start. The FSM applies it to every charge
+// that starts a call (a query or a turn), so the leader decides with the
+// committed state; a gateway's admission and placement read it on a
+// replica first.
+func MayStart(env *fsmpb.Envelope, s *fsmpb.Session) string { return Exhausted(env, s) }
+
+// Limited reports whether env has a limit, or s a context cap, that could
+// refuse a call: an envelope's limits are fixed when it is made, so one
+// without any never refuses, whatever replica reads it.
+func Limited(env *fsmpb.Envelope, s *fsmpb.Session) bool {
+	l := env.GetLimits()
+	return l.GetTurns() > 0 || l.GetOutputTokens() > 0 || l.GetQueries() > 0 || l.GetSpendMicros() > 0 ||
+		l.GetToolCalls() > 0 || l.GetInputTokens() > 0 || s.GetContextCap() > 0
 }
 
 // Exhausted names the first axis of env that is used up (used >= a

@@ -91,8 +91,10 @@ func TestRecordUsage(t *testing.T) {
 	}
 
 	// A refused charge debits nothing, not even its axes within limits.
-	wantErrMsg(t, h.apply1(recordUsage("s1", &fsmpb.Budget{Turns: 10, Queries: 5}, 0)), ReasonBudgetExhausted, "turns budget")
-	wantErrMsg(t, h.apply1(recordUsage("s1", &fsmpb.Budget{Queries: 5}, 1)), ReasonBudgetExhausted, "context_tokens budget")
+	// A call's start (turns, queries) is refused by the axis used up
+	// (spend, at its limit), before any it would pass itself.
+	wantErrMsg(t, h.apply1(recordUsage("s1", &fsmpb.Budget{Turns: 10, Queries: 5}, 0)), ReasonBudgetExhausted, "spend_micros budget")
+	wantErrMsg(t, h.apply1(recordUsage("s1", &fsmpb.Budget{OutputTokens: 5}, 1)), ReasonBudgetExhausted, "context_tokens budget")
 	h.wantUsed("s1", used)
 	if s := h.session("s1"); s.ContextUsed != 500 {
 		t.Fatalf("context used %d, want 500", s.ContextUsed)
@@ -306,12 +308,40 @@ func TestBudgetExhaustedOnEveryAxis(t *testing.T) {
 			wantErr(t, h.apply1(createPolicy("s1", budgetPolicy(lim, 0))), "")
 			wantErr(t, h.apply1(recordUsage("s1", axisBudget(axis, 100), 0)), "")
 			for _, other := range budgetAxes {
-				if other != axis {
-					wantErr(t, h.apply1(recordUsage("s1", axisBudget(other, 1), 0)), "")
+				if other == axis {
+					continue
 				}
+				// A charge that starts a call (a turn, a query) is refused
+				// once any axis is used up (MayStart), naming that axis;
+				// other usage within its own limit is still counted.
+				var want Reason
+				if other == "turns" || other == "queries" {
+					want = ReasonBudgetExhausted
+				}
+				wantErr(t, h.apply1(recordUsage("s1", axisBudget(other, 1), 0)), want)
 			}
 			r := h.apply1(recordUsage("s1", axisBudget(axis, 1), 0))
 			wantErrMsg(t, r, ReasonBudgetExhausted, fmt.Sprintf("%s budget of session s1", axis))
 		})
 	}
+}
+
+// A charge stamped below BudgetStartRules (a leader whose voters do not
+// all apply them yet) applies the rules before, on every replica alike:
+// the charged axes alone decide, and no unmetered late charge.
+func TestBudgetStartRulesOnlyFromTheirVersion(t *testing.T) {
+	h := newHarness(t)
+	wantErr(t, h.apply1(createPolicy("s1", budgetPolicy(&fsmpb.Budget{OutputTokens: 7}, 0))), "")
+	wantErr(t, h.apply1(recordUsage("s1", &fsmpb.Budget{OutputTokens: 7}, 0)), "")
+	old := recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)
+	old.RuleVersion = 1
+	wantErr(t, h.apply1(old), "")
+	late := recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)
+	late.RuleVersion, late.GetRecordUsage().Unmetered = 1, "UNAVAILABLE"
+	wantErr(t, h.apply1(late), "")
+	if d := h.eventData("s1", h.session("s1").HeadSeq); d["unmetered"] != nil {
+		t.Fatalf("a version 1 charge journaled unmetered: %v", d)
+	}
+	// From the version on, the call start is refused.
+	wantErr(t, h.apply1(recordUsage("s1", &fsmpb.Budget{Queries: 1}, 0)), ReasonBudgetExhausted)
 }

@@ -161,6 +161,9 @@ type chargeFact struct {
 	Exhausted     string      `json:"exhausted,omitempty"`
 	ViaLaunch     string      `json:"via_launch,omitempty"`
 	Incurred      bool        `json:"incurred,omitempty"`
+	// Unmetered: why the gateway could not charge the call when it ended
+	// (a late journal of it).
+	Unmetered string `json:"unmetered,omitempty"`
 }
 
 // budgetFact is the usage of one charge.

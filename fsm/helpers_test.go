@@ -43,6 +43,9 @@ func newHarness(t testing.TB) *harness {
 // Commands with an explicit time move the clock forward to it.
 func (h *harness) stamp(cmds []*fsmpb.Command) {
 	for _, c := range cmds {
+		if c.RuleVersion == 0 {
+			c.RuleVersion = PreferredRuleVersion(c) // a leader of an upgraded fleet
+		}
 		if c.TimeUnixNano == 0 {
 			h.clock += tick
 			c.TimeUnixNano = h.clock

@@ -19,7 +19,7 @@ func (a *applier) registerNode(c *fsmpb.Command, cmd *fsmpb.RegisterNode) (*fsmp
 	if n == nil || n.Name == "" || len(n.Name) > MaxPlacementFieldBytes {
 		return nil, errorf(ReasonInvalidArgument, "a node record needs a name of 1-%d bytes", MaxPlacementFieldBytes)
 	}
-	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs, n.RuntimeApprovals} {
+	for _, list := range [][]string{n.RuntimeAdapters, n.Providers, n.Models, n.AccountRefs, n.RuntimeApprovals, n.RuntimeMeters} {
 		if len(list) > 256 {
 			return nil, errorf(ReasonInvalidArgument, "node capability lists are limited to 256 entries")
 		}
@@ -169,4 +169,16 @@ func listOrNone(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// MeteredBy is what meters the model calls of a session on runtime of the
+// node rec: "gateway", "cli", "runtime" (the node record's runtime_meters),
+// or "" when the record says nothing of it (echo, exec, external).
+func MeteredBy(rec *fsmpb.NodeRecord, runtime string) string {
+	for _, m := range rec.GetRuntimeMeters() {
+		if name, meter, ok := strings.Cut(m, "="); ok && name == runtime {
+			return meter
+		}
+	}
+	return ""
 }

@@ -23,14 +23,35 @@ import (
 // RuleVersion is the highest rule version this build applies. Version 2
 // adds no command: a build of version 2 restores compressed snapshots
 // (SnapshotCompressionRules), so a fleet whose voters all advertise it
-// writes them.
-const RuleVersion uint32 = 2
+// writes them. Version 3 is BudgetStartRules.
+const RuleVersion uint32 = 3
+
+// BudgetStartRules (issue 32): a charge that starts a call (a query or a
+// turn; RecordUsage, RunnerAppend) is refused once any axis is used up
+// (MayStart), and RecordUsage.unmetered journals a gateway's late charge,
+// even on a session stopped since. A command stamped below it applies the
+// rules before (the charged axes alone; no unmetered), so a fleet halfway
+// through a rolling upgrade stays deterministic: the leader stamps it
+// only once every voter applies it (PreferredRuleVersion), and until then
+// proposes the command at version 1 rather than refusing it.
+const BudgetStartRules uint32 = 3
 
 // CommandRuleVersion is the rule version c needs. Every command type of
-// this build needs version 1: the rules have not changed since versions
-// were recorded.
+// this build needs version 1: a command whose rules changed since can
+// still be applied by the rules before (PreferredRuleVersion).
 func CommandRuleVersion(c *fsmpb.Command) uint32 {
 	return 1
+}
+
+// PreferredRuleVersion is the version the leader stamps on c when every
+// voter's build applies it (else CommandRuleVersion): the newest rules of
+// a command that still applies by older ones.
+func PreferredRuleVersion(c *fsmpb.Command) uint32 {
+	switch c.Body.(type) {
+	case *fsmpb.Command_RecordUsage, *fsmpb.Command_RunnerAppend:
+		return BudgetStartRules
+	}
+	return CommandRuleVersion(c)
 }
 
 // ReasonRulesUnknown is the error of every entry a halted FSM meets.

@@ -35,7 +35,7 @@ import (
 //	answer S A seq=N [approve] [note=W]
 //	runner S [epoch=N] [charge-turn] [starts=SEQ] [usage turns= ...] [bind=PROVIDER/THREAD]
 //	                                input: one event a line, "kind text"
-//	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= input_tokens= context=] [incurred]
+//	charge S|launch=L [spend= turns= output_tokens= queries= tool_calls= input_tokens= context=] [incurred] [unmetered=REASON]
 //	exhausted S                     the axis a gateway's admission finds used up
 //	fresh|reset S id=P              clear S id=P [source=new] [reason=R] [provider=X]
 //	fork S as=F [at=N] [id=P]       bind-launch L S [provider=X] [host=H]    hook L SOURCE id=P
@@ -210,7 +210,7 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		} else {
 			c = recordUsage(pos(0), budget(), num("context", 0))
 		}
-		c.GetRecordUsage().Incurred = td.HasArg("incurred")
+		c.GetRecordUsage().Incurred, c.GetRecordUsage().Unmetered = td.HasArg("incurred"), val("unmetered", "")
 	case "fresh":
 		c = fresh(pos(0), val("id", ""))
 	case "reset":

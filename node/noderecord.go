@@ -68,6 +68,7 @@ func (c *Config) capabilities(adapters []string) cluster.Capabilities {
 	caps := cluster.Capabilities{
 		Adapters: sortedSet(adapters), Providers: sortedSet(c.Providers), Models: sortedSet(models),
 		AccountRefs: sortedSet(accounts), Capacity: c.Capacity, Approvals: c.runtimeApprovals(),
+		Meters:      c.runtimeMeters(),
 		RuleVersion: fsm.RuleVersion,
 	}
 	if len(c.Labels) > 0 {
@@ -96,7 +97,7 @@ func recordOf(m cluster.Member) *fsmpb.NodeRecord {
 	rec := &fsmpb.NodeRecord{
 		Name: m.Name, ApiAddr: m.Meta.APIAddr, RaftAddr: m.Meta.RaftAddr,
 		RuntimeAdapters: caps.Adapters, Providers: caps.Providers, Models: caps.Models,
-		AccountRefs: caps.AccountRefs, Capacity: caps.Capacity, RuntimeApprovals: caps.Approvals,
+		AccountRefs: caps.AccountRefs, Capacity: caps.Capacity, RuntimeApprovals: caps.Approvals, RuntimeMeters: caps.Meters,
 		RuleVersion: caps.RuleVersion,
 	}
 	for k, v := range caps.Labels {

@@ -69,3 +69,38 @@ func TestNodeRecord_RefusesCapabilitiesGossipCannotCarry(t *testing.T) {
 		}
 	}
 }
+
+// Issue 32 §5: the node record says what meters each provider CLI and
+// model runtime. A provider CLI is metered by the node's gateway as soon
+// as the node has an account of its provider, so adding one switches it;
+// gateway = false keeps the CLI's reported cost.
+func TestNodeRecord_SaysWhatMetersEachRuntime(t *testing.T) {
+	on, off := true, false
+	cfg := Config{
+		Accounts: []AccountConfig{{Name: "a-main", Provider: "anthropic", Upstream: "https://api.anthropic.com", APIKeyEnv: "K"}},
+		Runtimes: []RuntimeConfig{
+			{Name: "claude", Adapter: AdapterClaude},
+			{Name: "claude-direct", Adapter: AdapterClaude, Gateway: &off},
+			{Name: "codex", Adapter: AdapterCodex},
+			{Name: "gpt", Adapter: AdapterModel, Gateway: &on},
+			{Name: "local", Adapter: AdapterModel},
+			{Name: "echo", Adapter: AdapterEcho},
+		},
+	}
+	meters := func() string {
+		m := cluster.Member{Name: "n1", Status: cluster.StatusAlive, Meta: cluster.NodeMeta{Caps: new(cfg.capabilities([]string{"echo"}))}}
+		return strings.Join(recordOf(m).RuntimeMeters, ",")
+	}
+	if got, want := meters(), "claude-direct=cli,claude=gateway,codex=cli,gpt=gateway,local=runtime"; got != want {
+		t.Fatalf("runtime meters %s, want %s", got, want)
+	}
+	rec := &fsmpb.NodeRecord{RuntimeMeters: strings.Split(meters(), ",")}
+	if fsm.MeteredBy(rec, "codex") != "cli" || fsm.MeteredBy(rec, "claude") != "gateway" || fsm.MeteredBy(rec, "echo") != "" {
+		t.Fatalf("MeteredBy of %v", rec.RuntimeMeters)
+	}
+	// An account of OpenAI switches codex to the gateway.
+	cfg.Accounts = append(cfg.Accounts, AccountConfig{Name: "o-main", Provider: "openai", Upstream: "https://api.openai.com", APIKeyEnv: "K"})
+	if got, want := meters(), "claude-direct=cli,claude=gateway,codex=gateway,gpt=gateway,local=runtime"; got != want {
+		t.Fatalf("after adding an openai account: %s, want %s", got, want)
+	}
+}

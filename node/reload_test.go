@@ -12,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/fak-dev/fak/api/apiclient"
+	"github.com/fak-dev/fak/api/gateway"
+	"github.com/fak-dev/fak/api/gateway/gatewaytest"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/cluster/devca"
@@ -22,7 +24,8 @@ import (
 // A reload (SIGHUP) rotates the tokens file without a restart: a token
 // removed from it is refused, one added is accepted with its role, the
 // node's own calls (its runner's writes) switch to the new operator
-// token, and a file that does not load changes nothing.
+// token, and a file that does not load changes nothing. A follower's
+// gateway charges its calls with the new token too (issue 32).
 func TestReload_RotatesTheTokensFile(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name string) string { return filepath.Join(dir, name+".tokens") }
@@ -31,10 +34,14 @@ func TestReload_RotatesTheTokensFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	up := gatewaytest.New()
+	t.Cleanup(up.Close)
+	t.Setenv("FAK_TEST_UPSTREAM_KEY", "sk-upstream")
 	c := testcluster.New(t, testcluster.Options{TLS: true, EchoTurn: 20 * time.Millisecond,
 		Configure: func(name string, cfg *node.Config) {
 			write(name, "operator "+testcluster.Token+"\n")
 			cfg.TokenFile = file(name)
+			cfg.Accounts = []node.AccountConfig{{Name: "anthropic-main", Provider: gateway.Anthropic, Upstream: up.URL, APIKeyEnv: "FAK_TEST_UPSTREAM_KEY"}}
 		}})
 	leader := c.WaitForLeader(30 * time.Second)
 	compute, via := c.Followers()[0], c.Followers()[1]
@@ -97,6 +104,29 @@ func TestReload_RotatesTheTokensFile(t *testing.T) {
 		}
 		return false
 	})
+
+	// Each follower's gateway meters a call and charges it, proposing the
+	// charge through the leader with the node's own credential: the new
+	// operator token, read at each use. A metered answer ends once its
+	// charge is committed, so the count is exact at once.
+	queries := func() uint64 {
+		d, err := sessions(leader, "new-operator").DescribeSession(ctxT(t, 10*time.Second), connect.NewRequest(&fakv1.DescribeSessionRequest{
+			SessionId: id, Consistency: fakv1.ReadConsistency_READ_CONSISTENCY_LINEARIZABLE}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Msg.GetBudget().GetUsed().GetQueries()
+	}
+	q0 := queries()
+	for i, n := range c.Followers() {
+		hdr := map[string]string{gateway.HeaderTraceID: id, "X-Api-Key": "new-operator"}
+		if code, body := gatewayCalls[1].do(t, c.HTTPClient(), c.BaseURL(n)+gateway.Prefix, 500+i, hdr); code != 200 {
+			t.Fatalf("gateway call via %s after the rotation: %d %s", n.Name, code, body)
+		}
+		if q, want := queries(), q0+uint64(i+1); q != want {
+			t.Fatalf("the gateway call via %s after the rotation was not charged: %d queries, want %d", n.Name, q, want)
+		}
+	}
 
 	// A file that does not load (no operator token; missing) keeps what
 	// is in use.

@@ -115,6 +115,38 @@ func (c *Config) runtimeApprovals() []string {
 	return sortedSet(out)
 }
 
+// Meters of a runtime, as the node record says them.
+const (
+	MeterGateway = "gateway" // the node's gateway charges every model call
+	MeterCLI     = "cli"     // a provider CLI's own reported cost
+	MeterRuntime = "runtime" // a model runtime's own count of its calls
+)
+
+// runtimeMeters says what meters each provider CLI and model runtime, as
+// name=meter (sorted), for the node record: a provider CLI is metered by
+// the gateway as soon as the node has an account of its provider (unless
+// gateway = false), so adding one switches it (README, "Metering").
+func (c *Config) runtimeMeters() []string {
+	var out []string
+	for _, r := range c.Runtimes {
+		var m string
+		switch {
+		case r.Adapter == AdapterModel && r.Gateway != nil && *r.Gateway:
+			m = MeterGateway
+		case r.Adapter == AdapterModel:
+			m = MeterRuntime
+		case providerGateway[r.Adapter] == "":
+			continue
+		case c.usesGateway(r):
+			m = MeterGateway
+		default:
+			m = MeterCLI
+		}
+		out = append(out, r.Name+"="+m)
+	}
+	return sortedSet(out)
+}
+
 // named serves an adapter under a runtime block's name.
 type named struct {
 	runner.Adapter

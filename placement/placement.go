@@ -199,7 +199,7 @@ func exhaustedAxis(e *fsmpb.Envelope) string {
 	if e == nil {
 		return ""
 	}
-	axis := fsm.Exhausted(e, nil)
+	axis := fsm.MayStart(e, nil)
 	if axis == "spend_micros" {
 		return "spend" // a refusal speaks of the spend, not its unit
 	}

@@ -73,8 +73,10 @@ func openAIErrorType(status int) string {
 	switch status {
 	case http.StatusTooManyRequests:
 		return "insufficient_quota"
-	case http.StatusUnauthorized, http.StatusForbidden:
+	case http.StatusUnauthorized:
 		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
 	case http.StatusBadRequest, http.StatusNotFound:
 		return "invalid_request_error"
 	}

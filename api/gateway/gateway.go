@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -71,8 +72,10 @@ type Meter interface {
 	// no session to charge.
 	Admit(ctx context.Context, c Call) (Admission, error)
 	// Charge charges a finished call's usage, incurred: it happened.
-	// It must not lose the charge (it retries under requestID) and may
-	// return before the charge is committed.
+	// It must not lose the charge (it retries under requestID) and returns
+	// once it is committed, or once it gave up and handed it on to be
+	// journaled later (never dropped). The gateway ends the call's answer
+	// when Charge returns, or after SettleWait.
 	Charge(a Admission, usage *fsmpb.Budget, requestID string)
 }
 
@@ -81,7 +84,9 @@ type Options struct {
 	Accounts []Account
 	Prices   PriceTable
 	Meter    Meter
-	// Authorize checks the caller's fak credential (nil: no auth).
+	// Authorize checks the caller's fak credential (nil: no auth). A
+	// *Refusal it returns is answered as it is (403 for a token whose role
+	// may not call); any other error is 401 UNAUTHENTICATED.
 	Authorize func(token string) error
 	// Client calls the upstreams (nil: a pooled client without timeouts
 	// on the body: a stream lasts as long as the model writes).
@@ -92,6 +97,21 @@ type Options struct {
 	// Observe, when set, is told how every call ended: Outcome* and the
 	// usage read from it (zero when none was).
 	Observe func(provider, outcome string, u Usage)
+	// SettleWait bounds how long a metered answer's end waits for its
+	// charge to commit (0: DefaultSettleWait).
+	SettleWait time.Duration
+}
+
+// DefaultSettleWait is how long a metered answer's end waits, at most,
+// for its charge: a commit takes milliseconds; longer means no leader,
+// and the client is not held for an election.
+const DefaultSettleWait = 5 * time.Second
+
+func (h *Handler) settleWait() time.Duration {
+	if h.o.SettleWait > 0 {
+		return h.o.SettleWait
+	}
+	return DefaultSettleWait
 }
 
 // Outcomes of a call, as Options.Observe hears them.

@@ -62,7 +62,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.o.Authorize != nil {
 		if err := h.o.Authorize(fakToken); err != nil {
-			h.refuse(w, rt.provider, Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err))
+			// A known token whose role may not call (a read token) is a
+			// *Refusal, 403; anything else is 401.
+			var ref *Refusal
+			if !errors.As(err, &ref) {
+				ref = Refusef(http.StatusUnauthorized, "UNAUTHENTICATED", "%v", err)
+			}
+			h.refuse(w, rt.provider, ref)
 			return
 		}
 	}
@@ -208,8 +214,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 		return
 	}
 	defer resp.Body.Close()
+	settle := adm != nil && resp.StatusCode < 300
 	for k, vs := range resp.Header {
-		if k == "Content-Length" && resp.Uncompressed {
+		// A metered answer goes without its length: its end (the last
+		// chunk, END_STREAM) is sent when the handler returns, after the
+		// charge settled, not when the last body byte is.
+		if k == "Content-Length" && (resp.Uncompressed || settle) {
 			continue
 		}
 		w.Header()[k] = vs
@@ -238,11 +248,25 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, rt route, acct
 	if h.o.NewRequestID != nil {
 		reqID = h.o.NewRequestID()
 	}
+	// The answer ends once its charge is committed (bounded by
+	// SettleWait): a client that sends its next call after this one ended
+	// is admitted, through any node, on a state holding this charge
+	// (issue 32). Past SettleWait (no leader) the charge goes on in the
+	// background and the answer ends.
+	done := make(chan struct{})
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer close(done)
 		h.o.Meter.Charge(*adm, usage, reqID)
 	}()
+	t := time.NewTimer(h.settleWait())
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }
 
 // readerFor picks the usage reader of a call's answer.

@@ -127,6 +127,10 @@ type Charge struct {
 	Envelope      string  `json:"envelope"`
 	Exhausted     string  `json:"exhausted,omitempty"`
 	ViaLaunch     string  `json:"via_launch,omitempty"`
+	Incurred      bool    `json:"incurred,omitempty"`
+	// Unmetered: a gateway's late journal of a call it could not charge
+	// when it ended, and why (UNAUTHENTICATED, UNAVAILABLE, ...).
+	Unmetered string `json:"unmetered,omitempty"`
 }
 
 // Budget is the usage of one charge (fsm: budgetFact).

@@ -94,6 +94,9 @@ func formatCharge(f Charge) string {
 	if f.ViaLaunch != "" {
 		s += " (via launch " + f.ViaLaunch + ")"
 	}
+	if f.Unmetered != "" {
+		s += " (journaled late: unmetered when the call ended, " + f.Unmetered + ")"
+	}
 	return s
 }
 

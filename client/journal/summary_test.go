@@ -120,6 +120,8 @@ func TestSummary(t *testing.T) {
 		{ev("budget.charged", "", m{"usage": m{"output_tokens": 100, "queries": 1, "spend_micros": 250000}, "context_tokens": 500, "envelope": "ses_p", "via_launch": "l1"}),
 			"charged 100 output tokens, 1 query, spend 0.25; context +500 tokens (via launch l1)"},
 		{ev("budget.charged", "", m{"usage": m{}, "envelope": "ses_p"}), "charged nothing"},
+		{ev("budget.charged", "", m{"usage": m{"queries": 1}, "envelope": "ses_p", "incurred": true, "unmetered": "UNAUTHENTICATED"}),
+			"charged 1 query (journaled late: unmetered when the call ended, UNAUTHENTICATED)"},
 		{ev("budget.exhausted", "refused: spend_micros exhausted", m{"usage": m{"spend_micros": 100000}, "envelope": "ses_p", "exhausted": "spend_micros"}),
 			"budget exhausted: spend; refused spend 0.1"},
 		{ev("budget.exhausted", "refused: context_tokens exhausted", m{"usage": m{}, "context_tokens": 9, "exhausted": "context_tokens"}),

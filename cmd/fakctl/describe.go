@@ -116,6 +116,9 @@ func descriptorFields(d *fakv1.DescribeSessionResponse, now time.Time) [][2]stri
 		[2]string{"Placement", journal.FormatPlacement(s.GetPlacement())},
 		[2]string{"Compute node", compute},
 	)
+	if m := formatMeteredBy(d.GetMeteredBy()); m != "" {
+		fields = append(fields, [2]string{"Metered by", m})
+	}
 	if stranded := formatStranded(s); stranded != "" {
 		fields = append(fields, [2]string{"Stranded", stranded})
 	}
@@ -331,4 +334,18 @@ func clientLabel(kind, name, attachmentID string) string {
 		return attachmentID
 	}
 	return s + " (" + attachmentID + ")"
+}
+
+// formatMeteredBy says what meters a session's model calls (the compute
+// node's record of its runtime), "" when nothing does per call.
+func formatMeteredBy(m string) string {
+	switch m {
+	case "gateway":
+		return "gateway (the compute node's gateway charges every model call)"
+	case "cli":
+		return "cli (the provider CLI's own reported cost; the node has no account of its provider)"
+	case "runtime":
+		return "runtime (the model runtime counts its own calls)"
+	}
+	return m
 }

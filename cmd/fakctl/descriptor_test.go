@@ -106,6 +106,7 @@ func describedFleet(t *testing.T, now time.Time) (*fakeFleet, string) {
 		{AttachmentId: "att-2", ClientKind: "browser", Node: "n3",
 			JoinedUnixNano: at(-time.Minute), SeenUnixNano: at(-40 * time.Second), ExpiresUnixNano: at(-10 * time.Second)},
 	}
+	fleet.meteredBy = "gateway"
 	fleet.capabilities = &fakv1.CapabilitySet{Version: 1, Controls: []*fakv1.Control{
 		{Name: "input.text", Reason: "LEASE_NOT_HELD", Message: "the input lease is held by terminal alice", Handoff: "lease.steal"},
 		{Name: "lease.steal", Available: true},
@@ -136,6 +137,7 @@ func TestSessionDescribeShowsTheDescriptor(t *testing.T) {
 		{"Epoch", "1"},
 		{"Placement", "echo on n2, model m1"},
 		{"Compute node", "n2"},
+		{"Metered by", "gateway (the compute node's gateway charges every model call)"},
 		{"Head", "9 (address s-1@9)"},
 		{"Turns completed", "1"},
 		{"Queued inputs", "seqs 8, 9"},

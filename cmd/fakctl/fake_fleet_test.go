@@ -48,6 +48,7 @@ type fakeFleet struct {
 	// What DescribeSession and DiscoverSession answer besides the session.
 	attachments  map[string][]*fakv1.Attachment
 	capabilities *fakv1.CapabilitySet
+	meteredBy    string
 	budget       *fakv1.Envelope
 	endpoints    []*fakv1.Endpoint
 	describedAs  []string // attachment_id of every DescribeSession call
@@ -205,6 +206,7 @@ func (f *fakeFleet) DescribeSession(_ context.Context, req *connect.Request[fakv
 		Capabilities: f.capabilities,
 		ComputeNode:  session.GetPlacement().GetNode(),
 		Budget:       f.budget,
+		MeteredBy:    f.meteredBy,
 	}), nil
 }
 

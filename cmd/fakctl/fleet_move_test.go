@@ -79,7 +79,7 @@ func TestMoveAgainstARealFleet(t *testing.T) {
 		return true
 	})
 	matches("node list", ok("node list", "node", "list"),
-		`^NAME +STATUS +SESSIONS +DRAINING +ADAPTERS +PROVIDERS +MODELS +LABELS\n`,
+		`^NAME +STATUS +SESSIONS +DRAINING +ADAPTERS +PROVIDERS +MODELS +LABELS +METERED\n`,
 		`(?m)^n1 +alive +0/\S+ +no +\S*echo`, `(?m)^n2 +alive +0/\S+ +no +\S*echo`, `(?m)^n3 +alive +0/\S+ +no +\S*echo`)
 
 	// A session on n1 with a client that talks to it.

@@ -263,7 +263,8 @@ func msOf(t *testing.T, line string) int {
 func testNodes() []*fakv1.Node {
 	return []*fakv1.Node{
 		{Name: "n2", Status: "alive", Capacity: 10, RuntimeAdapters: []string{"echo", "exec"}, Providers: []string{"anthropic"},
-			Models: []string{"m1", "m2"}, Labels: []*fakv1.Label{{Key: "rack", Value: "b"}, {Key: "zone", Value: "z1"}}, Moving: 1},
+			Models: []string{"m1", "m2"}, Labels: []*fakv1.Label{{Key: "rack", Value: "b"}, {Key: "zone", Value: "z1"}}, Moving: 1,
+			RuntimeMeters: []string{"claude=gateway", "codex=cli"}},
 		{Name: "n1", Status: "alive", RuntimeAdapters: []string{"echo"}},
 		{Name: "n3", Status: "dead", Draining: true, RuntimeAdapters: []string{"echo"}},
 	}

@@ -55,7 +55,7 @@ func nodeListCommand(*flag.FlagSet) runFunc {
 		for _, n := range nodes {
 			rows = append(rows, nodeRow(n))
 		}
-		return writeTable(c.stdout, []string{"NAME", "STATUS", "SESSIONS", "DRAINING", "ADAPTERS", "PROVIDERS", "MODELS", "LABELS"}, rows)
+		return writeTable(c.stdout, []string{"NAME", "STATUS", "SESSIONS", "DRAINING", "ADAPTERS", "PROVIDERS", "MODELS", "LABELS", "METERED"}, rows)
 	}
 }
 
@@ -64,6 +64,10 @@ func nodeRow(n *fakv1.Node) []string {
 		n.GetName(), n.GetStatus(), formatLoad(n), yesNo(n.GetDraining()),
 		strings.Join(n.GetRuntimeAdapters(), ","), strings.Join(n.GetProviders(), ","), strings.Join(n.GetModels(), ","),
 		formatLabels(n.GetLabels()),
+		// What meters each provider CLI and model runtime: runtime=gateway
+		// (the node's gateway charges every call), =cli (the CLI's own
+		// reported cost), =runtime (a model runtime's own count).
+		strings.Join(n.GetRuntimeMeters(), ","),
 	}
 }
 

@@ -30,12 +30,12 @@ func TestNodeList(t *testing.T) {
 		t.Fatalf("node list: code %d stderr %q", code, errOut)
 	}
 	want := [][]string{
-		{"n1", "alive", "0/unlimited", "no", "echo", "", "", ""},
-		{"n2", "alive", "2/10 (1 moving)", "no", "echo,exec", "anthropic", "m1,m2", "rack=b,zone=z1"},
-		{"n3", "dead", "0/unlimited", "yes", "echo", "", "", ""},
+		{"n1", "alive", "0/unlimited", "no", "echo", "", "", "", ""},
+		{"n2", "alive", "2/10 (1 moving)", "no", "echo,exec", "anthropic", "m1,m2", "rack=b,zone=z1", "claude=gateway,codex=cli"},
+		{"n3", "dead", "0/unlimited", "yes", "echo", "", "", "", ""},
 	}
 	var b strings.Builder
-	writeTable(&b, []string{"NAME", "STATUS", "SESSIONS", "DRAINING", "ADAPTERS", "PROVIDERS", "MODELS", "LABELS"}, want)
+	writeTable(&b, []string{"NAME", "STATUS", "SESSIONS", "DRAINING", "ADAPTERS", "PROVIDERS", "MODELS", "LABELS", "METERED"}, want)
 	if out != b.String() {
 		t.Errorf("node list:\n%s\nwant:\n%s", out, b.String())
 	}

@@ -1080,7 +1080,11 @@ type NodeRecord struct {
 	RuntimeApprovals []string `protobuf:"bytes,12,rep,name=runtime_approvals,json=runtimeApprovals,proto3" json:"runtime_approvals,omitempty"`
 	// The highest rule version the node's build applies (fsm.RuleVersion);
 	// 0: a build from before versions were advertised, which applies 1.
-	RuleVersion   uint32 `protobuf:"varint,13,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	RuleVersion uint32 `protobuf:"varint,13,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	// What meters each runtime, as "name=gateway" or "name=cli" (sorted by
+	// name): a provider CLI with an account of its provider, or a model
+	// runtime with gateway = true, is metered by the node's gateway.
+	RuntimeMeters []string `protobuf:"bytes,14,rep,name=runtime_meters,json=runtimeMeters,proto3" json:"runtime_meters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1204,6 +1208,13 @@ func (x *NodeRecord) GetRuleVersion() uint32 {
 		return x.RuleVersion
 	}
 	return 0
+}
+
+func (x *NodeRecord) GetRuntimeMeters() []string {
+	if x != nil {
+		return x.RuntimeMeters
+	}
+	return nil
 }
 
 type Label struct {
@@ -2795,7 +2806,11 @@ type RecordUsage struct {
 	// The usage already happened (a gateway's model call that was
 	// answered): charged even past a limit, which is then exhausted and
 	// journaled, instead of refused with nothing charged.
-	Incurred      bool `protobuf:"varint,5,opt,name=incurred,proto3" json:"incurred,omitempty"`
+	Incurred bool `protobuf:"varint,5,opt,name=incurred,proto3" json:"incurred,omitempty"`
+	// A gateway's late journal of a call it could not charge when it ended
+	// (no leader, a refused credential): why. Needs incurred; charged even
+	// on a session stopped since, the budget.charged fact names it.
+	Unmetered     string `protobuf:"bytes,6,opt,name=unmetered,proto3" json:"unmetered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2863,6 +2878,13 @@ func (x *RecordUsage) GetIncurred() bool {
 		return x.Incurred
 	}
 	return false
+}
+
+func (x *RecordUsage) GetUnmetered() string {
+	if x != nil {
+		return x.Unmetered
+	}
+	return ""
 }
 
 // FreshSession rotates the provider-facing id (a new epoch binding) and
@@ -6100,7 +6122,7 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"\rsecret_sha256\x18\x02 \x01(\fR\fsecretSha256\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12 \n" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12*\n" +
-	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\xbb\x03\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\xe2\x03\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
@@ -6116,7 +6138,8 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	" \x01(\bR\bdraining\x12*\n" +
 	"\x11updated_unix_nano\x18\v \x01(\x03R\x0fupdatedUnixNano\x12+\n" +
 	"\x11runtime_approvals\x18\f \x03(\tR\x10runtimeApprovals\x12!\n" +
-	"\frule_version\x18\r \x01(\rR\vruleVersion\"/\n" +
+	"\frule_version\x18\r \x01(\rR\vruleVersion\x12%\n" +
+	"\x0eruntime_meters\x18\x0e \x03(\tR\rruntimeMeters\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\":\n" +
@@ -6258,14 +6281,15 @@ const file_fak_fsm_v1_fsm_proto_rawDesc = "" +
 	"qaEnvelope\x12\x1a\n" +
 	"\bsessions\x18\t \x01(\rR\bsessions\x12\x1a\n" +
 	"\brefusals\x18\n" +
-	" \x01(\x04R\brefusals\"\xb6\x01\n" +
+	" \x01(\x04R\brefusals\"\xd4\x01\n" +
 	"\vRecordUsage\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tlaunch_id\x18\x02 \x01(\tR\blaunchId\x12(\n" +
 	"\x05usage\x18\x03 \x01(\v2\x12.fak.fsm.v1.BudgetR\x05usage\x12%\n" +
 	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\x12\x1a\n" +
-	"\bincurred\x18\x05 \x01(\bR\bincurred\"]\n" +
+	"\bincurred\x18\x05 \x01(\bR\bincurred\x12\x1c\n" +
+	"\tunmetered\x18\x06 \x01(\tR\tunmetered\"]\n" +
 	"\fFreshSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12.\n" +

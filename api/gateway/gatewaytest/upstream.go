@@ -32,9 +32,18 @@ type Upstream struct {
 	Chunks     int
 	ChunkDelay time.Duration
 
-	requests atomic.Int64
-	mu       sync.Mutex
-	totals   Totals
+	requests     atomic.Int64
+	mu           sync.Mutex
+	totals       Totals
+	beforeAnswer func()
+}
+
+// BeforeAnswer sets f to run as each request arrives, before the upstream
+// answers it (a test changes the fleet mid-call); nil: nothing.
+func (u *Upstream) BeforeAnswer(f func()) {
+	u.mu.Lock()
+	u.beforeAnswer = f
+	u.mu.Unlock()
 }
 
 // New starts a fake upstream.
@@ -84,6 +93,12 @@ type request struct {
 
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests.Add(1)
+	u.mu.Lock()
+	before := u.beforeAnswer
+	u.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req request
 	_ = json.Unmarshal(body, &req)

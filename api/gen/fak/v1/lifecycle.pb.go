@@ -331,7 +331,12 @@ type RecordUsageRequest struct {
 	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The usage already happened: charged even past a limit (the envelope
 	// is then exhausted) instead of refused with nothing charged.
-	Incurred      bool `protobuf:"varint,6,opt,name=incurred,proto3" json:"incurred,omitempty"`
+	Incurred bool `protobuf:"varint,6,opt,name=incurred,proto3" json:"incurred,omitempty"`
+	// Set by a gateway that could not charge an answered call when it ended
+	// (no leader, a refused credential) and journals it late: why it was
+	// unmetered then. Needs incurred; the charge lands even on a session
+	// stopped since (the usage happened while it ran).
+	Unmetered     string `protobuf:"bytes,7,opt,name=unmetered,proto3" json:"unmetered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -406,6 +411,13 @@ func (x *RecordUsageRequest) GetIncurred() bool {
 		return x.Incurred
 	}
 	return false
+}
+
+func (x *RecordUsageRequest) GetUnmetered() string {
+	if x != nil {
+		return x.Unmetered
+	}
+	return ""
 }
 
 type RecordUsageResponse struct {
@@ -706,7 +718,7 @@ const file_fak_v1_lifecycle_proto_rawDesc = "" +
 	"\x13provider_session_id\x18\x04 \x01(\tR\x11providerSessionId\x12#\n" +
 	"\rmetadata_json\x18\x05 \x01(\fR\fmetadataJson\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\xd8\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xf6\x01\n" +
 	"\x12RecordUsageRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -715,7 +727,8 @@ const file_fak_v1_lifecycle_proto_rawDesc = "" +
 	"\x0econtext_tokens\x18\x04 \x01(\x04R\rcontextTokens\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1a\n" +
-	"\bincurred\x18\x06 \x01(\bR\bincurred\"\xa6\x01\n" +
+	"\bincurred\x18\x06 \x01(\bR\bincurred\x12\x1c\n" +
+	"\tunmetered\x18\a \x01(\tR\tunmetered\"\xa6\x01\n" +
 	"\x13RecordUsageResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12,\n" +

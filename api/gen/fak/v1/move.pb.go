@@ -662,7 +662,11 @@ type Node struct {
 	Moving uint32 `protobuf:"varint,13,opt,name=moving,proto3" json:"moving,omitempty"`
 	// The highest FSM rule version the node's build applies (docs/upgrade.md);
 	// 1 for a build from before versions were advertised.
-	RuleVersion   uint32 `protobuf:"varint,14,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	RuleVersion uint32 `protobuf:"varint,14,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	// What meters each runtime of the node, as "name=gateway" (its node's
+	// gateway charges every model call) or "name=cli" (the runtime's own
+	// reported cost), sorted by name.
+	RuntimeMeters []string `protobuf:"bytes,15,rep,name=runtime_meters,json=runtimeMeters,proto3" json:"runtime_meters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +797,13 @@ func (x *Node) GetRuleVersion() uint32 {
 		return x.RuleVersion
 	}
 	return 0
+}
+
+func (x *Node) GetRuntimeMeters() []string {
+	if x != nil {
+		return x.RuntimeMeters
+	}
+	return nil
 }
 
 type ListNodesRequest struct {
@@ -2251,7 +2262,7 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x04move\x18\x01 \x01(\v2\f.fak.v1.MoveR\x04move\"/\n" +
 	"\x05Label\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xa4\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xcb\x03\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\x12\x1b\n" +
@@ -2267,7 +2278,8 @@ const file_fak_v1_move_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\tR\x06status\x12\x1a\n" +
 	"\bsessions\x18\f \x01(\rR\bsessions\x12\x16\n" +
 	"\x06moving\x18\r \x01(\rR\x06moving\x12!\n" +
-	"\frule_version\x18\x0e \x01(\rR\vruleVersion\"\x12\n" +
+	"\frule_version\x18\x0e \x01(\rR\vruleVersion\x12%\n" +
+	"\x0eruntime_meters\x18\x0f \x03(\tR\rruntimeMeters\"\x12\n" +
 	"\x10ListNodesRequest\"7\n" +
 	"\x11ListNodesResponse\x12\"\n" +
 	"\x05nodes\x18\x01 \x03(\v2\f.fak.v1.NodeR\x05nodes\"B\n" +

@@ -879,7 +879,12 @@ type DescribeSessionResponse struct {
 	// The node hosting the current epoch.
 	ComputeNode string `protobuf:"bytes,4,opt,name=compute_node,json=computeNode,proto3" json:"compute_node,omitempty"`
 	// The lineage's budget envelope.
-	Budget        *Envelope `protobuf:"bytes,5,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *Envelope `protobuf:"bytes,5,opt,name=budget,proto3" json:"budget,omitempty"`
+	// What meters the session's model calls, from its compute node's record:
+	// "gateway" (the node's gateway charges every call), "cli" (a provider
+	// CLI's own reported cost), "runtime" (a model runtime's own count of
+	// its calls), or "" (no model calls metered: echo, exec, external).
+	MeteredBy     string `protobuf:"bytes,6,opt,name=metered_by,json=meteredBy,proto3" json:"metered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +952,13 @@ func (x *DescribeSessionResponse) GetBudget() *Envelope {
 		return x.Budget
 	}
 	return nil
+}
+
+func (x *DescribeSessionResponse) GetMeteredBy() string {
+	if x != nil {
+		return x.MeteredBy
+	}
+	return ""
 }
 
 type AppendEventsRequest struct {
@@ -1773,13 +1785,15 @@ const file_fak_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x129\n" +
 	"\vconsistency\x18\x02 \x01(\x0e2\x17.fak.v1.ReadConsistencyR\vconsistency\x12#\n" +
-	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"\x82\x02\n" +
+	"\rattachment_id\x18\x03 \x01(\tR\fattachmentId\"\xa1\x02\n" +
 	"\x17DescribeSessionResponse\x12)\n" +
 	"\asession\x18\x01 \x01(\v2\x0f.fak.v1.SessionR\asession\x124\n" +
 	"\vattachments\x18\x02 \x03(\v2\x12.fak.v1.AttachmentR\vattachments\x129\n" +
 	"\fcapabilities\x18\x03 \x01(\v2\x15.fak.v1.CapabilitySetR\fcapabilities\x12!\n" +
 	"\fcompute_node\x18\x04 \x01(\tR\vcomputeNode\x12(\n" +
-	"\x06budget\x18\x05 \x01(\v2\x10.fak.v1.EnvelopeR\x06budget\"\xb8\x01\n" +
+	"\x06budget\x18\x05 \x01(\v2\x10.fak.v1.EnvelopeR\x06budget\x12\x1d\n" +
+	"\n" +
+	"metered_by\x18\x06 \x01(\tR\tmeteredBy\"\xb8\x01\n" +
 	"\x13AppendEventsRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
