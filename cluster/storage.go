@@ -163,6 +163,14 @@ func (w *watchedLogStore) StoreLogs(ls []*raft.Log) error {
 	return w.append(func() error { return w.logStore.StoreLogs(ls) })
 }
 
+// IsMonotonic passes on the WAL's answer (raft.MonotonicLogStore): raft-wal
+// refuses a gap in its indexes, so after installing or restoring a snapshot
+// Raft must clear the log rather than append past the gap.
+func (w *watchedLogStore) IsMonotonic() bool {
+	m, ok := w.logStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // Set and SetUint64 write Raft's term and vote. hashicorp/raft panics when
 // it cannot save its term (at every start, and at each new term), so
 // these are reported, and a full disk ends the agent (OnStorageFull),

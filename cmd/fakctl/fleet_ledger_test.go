@@ -217,8 +217,12 @@ func TestLedgerAgainstARealFleet(t *testing.T) {
 	}
 	matches("launch describe", ok("launch describe", "launch", "describe", "launch-1"),
 		`(?m)^Launch: +launch-1$`, `(?m)^Provider: +claude$`, `(?m)^Default session: +`+grandchild+`$`)
-	matches("usage record --launch", ok("usage record --launch", "usage", "record", "--launch", "launch-1", "--queries", "2"),
+	matches("usage record --launch", ok("usage record --launch", "usage", "record", "--launch", "launch-1", "--output-tokens", "2"),
 		`(?m)^Charged: +`+grandchild+` \(the default session of launch launch-1\)$`)
+	// Its shared envelope has no spend left: a query may not start
+	// (fsm.MayStart), whichever axis it would charge.
+	fails("usage record --launch", `BUDGET_EXHAUSTED: spend_micros budget of session `+grandchild+` is exhausted`,
+		"usage", "record", "--launch", "launch-1", "--queries", "2")
 	fails("describe an unknown launch", `NOT_FOUND: .*`, "launch", "describe", "launch-nope")
 	code, _, errOut := runCLI(t, addr, "usage", "record", "--queries", "1")
 	if code != exitUsage || !strings.HasPrefix(errOut, "Error: exactly one of --session and --launch is required\n") {
