@@ -1,8 +1,6 @@
 package node_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/fak-dev/fak/api/gateway"
 	"github.com/fak-dev/fak/api/gateway/gatewaytest"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
-	"github.com/fak-dev/fak/node"
 	"github.com/fak-dev/fak/node/testcluster"
 )
 
@@ -22,21 +19,10 @@ import (
 // reason) at the next chance: once the rotation reaches the leader. It is
 // never silently dropped.
 func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
-	dir := t.TempDir()
-	file := func(name string) string { return filepath.Join(dir, name+".tokens") }
-	write := func(name, body string) {
-		if err := os.WriteFile(file(name), []byte(body), 0o600); err != nil {
-			t.Error(err)
-		}
-	}
+	tokens := newTokenFiles(t)
 	up := gatewaytest.New()
 	t.Cleanup(up.Close)
-	t.Setenv("FAK_TEST_UPSTREAM_KEY", "sk-upstream")
-	c := testcluster.New(t, testcluster.Options{Configure: func(name string, cfg *node.Config) {
-		write(name, "operator "+testcluster.Token+"\n")
-		cfg.TokenFile = file(name)
-		cfg.Accounts = []node.AccountConfig{{Name: "anthropic-main", Provider: gateway.Anthropic, Upstream: up.URL, APIKeyEnv: "FAK_TEST_UPSTREAM_KEY"}}
-	}})
+	c := testcluster.New(t, testcluster.Options{Configure: tokens.meteredNode(up)})
 	l := c.WaitForLeader(30 * time.Second)
 	// The unmetered fact is fsm.BudgetStartRules'.
 	waitForBudgetStartRules(t, c)
@@ -48,7 +34,7 @@ func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
 	var once sync.Once
 	up.BeforeAnswer(func() {
 		once.Do(func() {
-			write(f.Name, rotated)
+			tokens.write(f.Name, rotated)
 			if _, err := f.Running().Reload(); err != nil {
 				t.Errorf("reload %s: %v", f.Name, err)
 			}
@@ -72,7 +58,7 @@ func TestGateway_AnUnchargeableCallIsJournaledAsUnmetered(t *testing.T) {
 	}
 	// The rotation reaches every node: the next try journals it.
 	for _, n := range c.Nodes {
-		write(n.Name, rotated)
+		tokens.write(n.Name, rotated)
 		if _, err := n.Running().Reload(); err != nil {
 			t.Fatalf("reload %s: %v", n.Name, err)
 		}

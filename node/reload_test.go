@@ -3,7 +3,6 @@ package node_test
 import (
 	"crypto/tls"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,22 +26,10 @@ import (
 // token, and a file that does not load changes nothing. A follower's
 // gateway charges its calls with the new token too (issue 32).
 func TestReload_RotatesTheTokensFile(t *testing.T) {
-	dir := t.TempDir()
-	file := func(name string) string { return filepath.Join(dir, name+".tokens") }
-	write := func(name, body string) {
-		if err := os.WriteFile(file(name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tokens := newTokenFiles(t)
 	up := gatewaytest.New()
 	t.Cleanup(up.Close)
-	t.Setenv("FAK_TEST_UPSTREAM_KEY", "sk-upstream")
-	c := testcluster.New(t, testcluster.Options{TLS: true, EchoTurn: 20 * time.Millisecond,
-		Configure: func(name string, cfg *node.Config) {
-			write(name, "operator "+testcluster.Token+"\n")
-			cfg.TokenFile = file(name)
-			cfg.Accounts = []node.AccountConfig{{Name: "anthropic-main", Provider: gateway.Anthropic, Upstream: up.URL, APIKeyEnv: "FAK_TEST_UPSTREAM_KEY"}}
-		}})
+	c := testcluster.New(t, testcluster.Options{TLS: true, EchoTurn: 20 * time.Millisecond, Configure: tokens.meteredNode(up)})
 	leader := c.WaitForLeader(30 * time.Second)
 	compute, via := c.Followers()[0], c.Followers()[1]
 	id := createSession(t, c, compute, "rotate")
@@ -63,7 +50,7 @@ func TestReload_RotatesTheTokensFile(t *testing.T) {
 
 	// The old operator token goes, a new one and a read token come.
 	for _, n := range c.Nodes {
-		write(n.Name, "operator new-operator\nread new-reader\n")
+		tokens.write(n.Name, "operator new-operator\nread new-reader\n")
 	}
 	reloadAll()
 	for _, n := range c.Nodes {
@@ -130,11 +117,11 @@ func TestReload_RotatesTheTokensFile(t *testing.T) {
 
 	// A file that does not load (no operator token; missing) keeps what
 	// is in use.
-	write(compute.Name, "read only-a-reader\n")
+	tokens.write(compute.Name, "read only-a-reader\n")
 	if _, err := compute.Running().Reload(); err == nil || !strings.Contains(err.Error(), "no operator token") {
 		t.Fatalf("reload of a file without an operator token: %v", err)
 	}
-	os.Remove(file(compute.Name))
+	os.Remove(tokens.path(compute.Name))
 	if _, err := compute.Running().Reload(); err == nil || !strings.Contains(err.Error(), "nothing changed") {
 		t.Fatalf("reload of a missing file: %v", err)
 	}
