@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/fsm"
@@ -61,7 +62,7 @@ func drawnToken(hdr http.Header) (accessor, secret string) {
 }
 
 func aclTokenToAPI(t *fsmpb.AclToken) *fakv1.AclToken {
-	role, _ := ParseRole(t.GetRole())
+	role, _ := apiclient.ParseRole(t.GetRole())
 	return &fakv1.AclToken{
 		AccessorId: t.GetAccessorId(), Role: role,
 		Description: t.GetDescription(), CreatedUnixNano: t.GetCreatedUnixNano(),
@@ -73,7 +74,7 @@ func (h *aclHandler) CreateToken(ctx context.Context, req *connect.Request[fakv1
 	if err := h.s.stampRequestID(&m.RequestId); err != nil {
 		return nil, err
 	}
-	if m.Role == fakv1.Role_ROLE_UNSPECIFIED || RoleName(m.Role) == "unknown" {
+	if m.Role == fakv1.Role_ROLE_UNSPECIFIED || apiclient.RoleName(m.Role) == "unknown" {
 		return nil, invalidArgument("role must be read, agent or operator")
 	}
 	if len(m.Description) > fsm.MaxAclDescriptionBytes {
@@ -84,7 +85,7 @@ func (h *aclHandler) CreateToken(ctx context.Context, req *connect.Request[fakv1
 	resp, err := write(ctx, h.s, req, "",
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_CreateAclToken{CreateAclToken: &fsmpb.CreateAclToken{
-				AccessorId: accessor, SecretSha256: digest[:], Role: RoleName(m.Role), Description: m.Description,
+				AccessorId: accessor, SecretSha256: digest[:], Role: apiclient.RoleName(m.Role), Description: m.Description,
 			}}}
 		},
 		func(res *fsmpb.Result) *fakv1.CreateTokenResponse {

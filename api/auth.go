@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
 )
@@ -27,8 +28,8 @@ type Token struct {
 	Role   fakv1.Role
 }
 
-func (t Token) String() string   { return RoleName(t.Role) + " token" }
-func (t Token) GoString() string { return "api.Token{" + RoleName(t.Role) + "}" }
+func (t Token) String() string   { return apiclient.RoleName(t.Role) + " token" }
+func (t Token) GoString() string { return "api.Token{" + apiclient.RoleName(t.Role) + "}" }
 
 // OperatorToken is a token with every right (a dev fleet's, a test's).
 func OperatorToken(secret string) Token { return Token{Secret: secret, Role: RoleOperator} }
@@ -72,7 +73,7 @@ func ParseTokens(r io.Reader, name string) ([]Token, error) {
 		case 1:
 			tokens = append(tokens, OperatorToken(fields[0]))
 		case 2:
-			role, ok := ParseRole(fields[0])
+			role, ok := apiclient.ParseRole(fields[0])
 			if !ok {
 				return nil, fmt.Errorf("token file %s line %d: unknown role (want operator, agent or read before the token)", name, n)
 			}
@@ -159,7 +160,7 @@ func (a *authInterceptor) authenticate(h http.Header) (fakv1.Role, error) {
 			return 0, connect.NewError(connect.CodeInternal, fmt.Errorf("token lookup: %w", err))
 		}
 		if rec != nil {
-			if r, ok := ParseRole(rec.Role); ok {
+			if r, ok := apiclient.ParseRole(rec.Role); ok {
 				return r, nil
 			}
 		}
@@ -202,7 +203,7 @@ func (a *authInterceptor) requireRoleOf(need fakv1.Role, h http.Header) (fakv1.R
 		return 0, err
 	}
 	if have < need {
-		return 0, permissionDenied(RoleName(need) + " role required")
+		return 0, permissionDenied(apiclient.RoleName(need) + " role required")
 	}
 	return have, nil
 }

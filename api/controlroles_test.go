@@ -51,7 +51,7 @@ func TestControlRolesMatchProcedures(t *testing.T) {
 			continue
 		}
 		if got := fsm.ControlRole(c); got != fsmRole(need) {
-			t.Errorf("control %s needs %q in fsm, but %s needs %s", c, got, proc, RoleName(need))
+			t.Errorf("control %s needs %q in fsm, but %s needs %s", c, got, proc, apiclient.RoleName(need))
 		}
 	}
 	for c := range controlProcedures {
@@ -60,8 +60,8 @@ func TestControlRolesMatchProcedures(t *testing.T) {
 		}
 	}
 	for _, r := range []fakv1.Role{RoleRead, RoleAgent, RoleOperator} {
-		if string(fsmRole(r)) != RoleName(r) {
-			t.Errorf("fsmRole(%s) = %q", RoleName(r), fsmRole(r))
+		if string(fsmRole(r)) != apiclient.RoleName(r) {
+			t.Errorf("fsmRole(%s) = %q", apiclient.RoleName(r), fsmRole(r))
 		}
 	}
 	if fsmRole(fakv1.Role_ROLE_UNSPECIFIED) != "" {

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 	"github.com/fak-dev/fak/cluster"
@@ -138,7 +139,7 @@ func (h *operatorHandler) SnapshotRestore(ctx context.Context, stream *connect.C
 				}
 				return nil, err
 			}
-			return &fakv1.SnapshotRestoreResponse{Meta: snapshotMeta(meta), RestoredIndex: index}, nil
+			return &fakv1.SnapshotRestoreResponse{Meta: apiclient.SnapshotMeta(meta), RestoredIndex: index}, nil
 		},
 		func(ctx context.Context, p *peerClients) (*fakv1.SnapshotRestoreResponse, error) {
 			remote := p.operator.SnapshotRestore(ctx)

@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/fsm"
 	"github.com/fak-dev/fak/fsm/fsmpb"
@@ -20,7 +21,7 @@ func (h *sessionHandler) PurgeSession(ctx context.Context, req *connect.Request[
 	if m.SessionId == "" {
 		return nil, invalidArgument("session_id is required")
 	}
-	by := RoleName(callerRole(ctx)) + " token"
+	by := apiclient.RoleName(callerRole(ctx)) + " token"
 	return write(ctx, h.s, req, m.SessionId,
 		func() *fsmpb.Command {
 			return &fsmpb.Command{RequestId: m.RequestId, Body: &fsmpb.Command_PurgeSessions{PurgeSessions: &fsmpb.PurgeSessions{

@@ -101,27 +101,3 @@ func requiredRole(procedure string) (role fakv1.Role, ok bool) {
 	role, ok = procedureRoles[procedure]
 	return role, ok
 }
-
-// RoleName is the name of a role as the tokens file and messages spell it
-// (read, agent, operator).
-func RoleName(r fakv1.Role) string {
-	switch r {
-	case RoleRead:
-		return "read"
-	case RoleAgent:
-		return "agent"
-	case RoleOperator:
-		return "operator"
-	}
-	return "unknown"
-}
-
-// ParseRole reads a role name (read, agent, operator).
-func ParseRole(name string) (fakv1.Role, bool) {
-	for _, r := range []fakv1.Role{RoleRead, RoleAgent, RoleOperator} {
-		if RoleName(r) == name {
-			return r, true
-		}
-	}
-	return fakv1.Role_ROLE_UNSPECIFIED, false
-}

@@ -67,7 +67,7 @@ func TestEveryProcedureHasARole(t *testing.T) {
 			t.Errorf("%s has no entry in procedureRoles (api/roles.go)", p.path)
 			continue
 		}
-		if RoleName(role) == "unknown" {
+		if apiclient.RoleName(role) == "unknown" {
 			t.Errorf("%s needs role %v, not one of read, agent, operator", p.path, role)
 		}
 	}
@@ -154,15 +154,15 @@ func checkOutcome(t *testing.T, p procedure, cred credential, err error) {
 	case cred.role < need:
 		if code != connect.CodePermissionDenied || apiclient.ErrorInfo(err).GetReason() != ReasonPermissionDenied {
 			t.Errorf("%s with %s: %v (reason %q), want permission denied", p.path, cred.name, err, apiclient.ErrorInfo(err).GetReason())
-		} else if msg := err.(*connect.Error).Message(); msg != RoleName(need)+" role required" {
-			t.Errorf("%s with %s: message %q, want %q", p.path, cred.name, msg, RoleName(need)+" role required")
+		} else if msg := err.(*connect.Error).Message(); msg != apiclient.RoleName(need)+" role required" {
+			t.Errorf("%s with %s: message %q, want %q", p.path, cred.name, msg, apiclient.RoleName(need)+" role required")
 		}
 		if cred.token != "" && strings.Contains(err.Error(), cred.token) {
 			t.Errorf("%s: the error shows the token: %v", p.path, err)
 		}
 	default:
 		if code == connect.CodePermissionDenied || code == connect.CodeUnauthenticated {
-			t.Errorf("%s with %s (%s role, %s needed): refused: %v", p.path, cred.name, RoleName(cred.role), RoleName(need), err)
+			t.Errorf("%s with %s (%s role, %s needed): refused: %v", p.path, cred.name, apiclient.RoleName(cred.role), apiclient.RoleName(need), err)
 		}
 	}
 }

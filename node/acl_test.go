@@ -33,7 +33,7 @@ func createACLToken(t *testing.T, c *testcluster.Cluster, via *testcluster.Node,
 	resp, err := aclClient(c, via, testcluster.Token).CreateToken(ctxT(t, 15*time.Second),
 		connect.NewRequest(&fakv1.CreateTokenRequest{Role: role, Description: description}))
 	if err != nil {
-		t.Fatalf("create %s token via %s: %v", api.RoleName(role), via.Name, err)
+		t.Fatalf("create %s token via %s: %v", apiclient.RoleName(role), via.Name, err)
 	}
 	if resp.Msg.Secret == "" || resp.Msg.GetToken().GetAccessorId() == "" || resp.Msg.GetToken().GetRole() != role {
 		t.Fatalf("create token: %v", resp.Msg)

@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api"
 	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
@@ -67,7 +66,7 @@ func restoreSnapshot(t *testing.T, c *testcluster.Cluster, n *testcluster.Node, 
 // readHeader parses and verifies a snapshot file.
 func readHeader(t *testing.T, file []byte) *fakv1.SnapshotMeta {
 	t.Helper()
-	meta, err := api.VerifySnapshotFile(bytes.NewReader(file))
+	meta, err := apiclient.VerifySnapshotFile(bytes.NewReader(file))
 	if err != nil {
 		t.Fatalf("snapshot file: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
@@ -26,7 +26,7 @@ func aclTokenCreateCommand(fs *flag.FlagSet) runFunc {
 	description := fs.String("description", "", "free `TEXT` shown by list (who or what holds the token)")
 	requestID := fs.String("request-id", "", "idempotency key: a retry with the same `ID` creates no second token")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		r, ok := api.ParseRole(*role)
+		r, ok := apiclient.ParseRole(*role)
 		if !ok {
 			return usageErrorf("--role must be read, agent or operator")
 		}
@@ -44,7 +44,7 @@ func aclTokenCreateCommand(fs *flag.FlagSet) runFunc {
 		t := resp.Msg.GetToken()
 		if err := writeFields(c.stdout, [][2]string{
 			{"Accessor", t.GetAccessorId()},
-			{"Role", api.RoleName(t.GetRole())},
+			{"Role", apiclient.RoleName(t.GetRole())},
 			{"Description", t.GetDescription()},
 			{"Secret", resp.Msg.GetSecret()},
 		}); err != nil {
@@ -73,7 +73,7 @@ func aclTokenListCommand(*flag.FlagSet) runFunc {
 		}
 		rows := make([][]string, 0, len(tokens))
 		for _, t := range tokens {
-			rows = append(rows, []string{t.GetAccessorId(), api.RoleName(t.GetRole()), t.GetDescription(), formatTime(t.GetCreatedUnixNano())})
+			rows = append(rows, []string{t.GetAccessorId(), apiclient.RoleName(t.GetRole()), t.GetDescription(), formatTime(t.GetCreatedUnixNano())})
 		}
 		return writeTable(c.stdout, []string{"ACCESSOR", "ROLE", "DESCRIPTION", "CREATED"}, rows)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/fak-dev/fak/api"
+	"github.com/fak-dev/fak/api/apiclient"
 	fakv1 "github.com/fak-dev/fak/api/gen/fak/v1"
 	"github.com/fak-dev/fak/api/gen/fak/v1/fakv1connect"
 )
@@ -144,7 +144,7 @@ func verifySnapshotFile(path string) (*fakv1.SnapshotMeta, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return api.VerifySnapshotFile(f)
+	return apiclient.VerifySnapshotFile(f)
 }
 
 func snapshotFields(m *fakv1.SnapshotMeta) [][2]string {

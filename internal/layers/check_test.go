@@ -24,7 +24,9 @@ func intended() Graph {
 		"node/testcluster":     {Imports: []string{"node"}},
 		"chaos":                {Imports: []string{"api/gen"}},
 		"cmd/fak":              {Imports: []string{"node", "api"}, TestImports: []string{"node/testcluster"}},
-		"cmd/fakctl":           {Imports: []string{"api", "api/gen"}, TestImports: []string{"node/testcluster", "fsm"}},
+		"api/apiclient":        {Imports: []string{"api/gen", "cluster/snapshotfile"}},
+		"client/journal":       {Imports: []string{"api/gen"}},
+		"cmd/fakctl":           {Imports: []string{"api/apiclient", "api/gen", "client/journal"}, TestImports: []string{"node/testcluster", "fsm"}},
 	}
 }
 
@@ -80,7 +82,18 @@ func TestEachRuleCanFail(t *testing.T) {
 		}},
 		{"(f)", func(g Graph) { add(g, "api/gen", "chaos") }, []string{
 			"api -> api/gen -> chaos",
+			"api/apiclient -> api/gen -> chaos",
 			"api/gen -> chaos",
+		}},
+		{"(g)", func(g Graph) { add(g, "cmd/fakctl", "api") }, []string{
+			"cmd/fakctl -> api",
+		}},
+		{"(g)", func(g Graph) { add(g, "client/journal", "fsm") }, []string{
+			"client/journal -> fsm",
+			"cmd/fakctl -> client/journal -> fsm",
+		}},
+		{"(g)", func(g Graph) { add(g, "api/apiclient", "cluster") }, []string{
+			"cmd/fakctl -> api/apiclient -> cluster",
 		}},
 	} {
 		g := intended()

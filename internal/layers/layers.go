@@ -50,6 +50,11 @@ var Rules = []Rule{
 		Name: "(f) api never imports node, cmd or chaos",
 		From: []string{"api/..."}, Never: []string{"node/...", "cmd/...", "chaos/..."},
 	},
+	{
+		Name: "(g) the clients (fakctl, client/) never link the server: api's server package, cluster (raft, memberlist, bbolt), fsm, placement, node",
+		From: []string{"cmd/fakctl", "client/..."}, Never: []string{"api", "cluster", "fsm/...", "placement/...", "node/..."},
+		Linked: true,
+	},
 }
 
 // A Rule constrains what the packages matching From may reach, directly or
@@ -60,6 +65,9 @@ type Rule struct {
 	From  []string
 	Only  []string
 	Never []string
+	// Linked: the rule is about what the package links into its binary,
+	// so its test files' imports (a test fleet) are not followed.
+	Linked bool
 }
 
 // Package is one package of the module and the packages of the module it
@@ -153,8 +161,10 @@ func (r *Rule) check(g Graph, start string) []Violation {
 	for _, imp := range sorted(pkg.Imports) {
 		visit(start, imp, false)
 	}
-	for _, imp := range sorted(pkg.TestImports) {
-		visit(start, imp, true)
+	if !r.Linked {
+		for _, imp := range sorted(pkg.TestImports) {
+			visit(start, imp, true)
+		}
 	}
 	var out []Violation
 	for len(queue) > 0 {

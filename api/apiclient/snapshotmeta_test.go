@@ -1,4 +1,4 @@
-package api
+package apiclient
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ func full() *snapshotfile.Header {
 // The API message carries every field of the header, and a new field of
 // fak.v1.SnapshotMeta fails here until the header carries it too.
 func TestSnapshotMetaCarriesEveryField(t *testing.T) {
-	m := snapshotMeta(full()).ProtoReflect()
+	m := SnapshotMeta(full()).ProtoReflect()
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		if f := fields.Get(i); !m.Has(f) {
@@ -46,7 +46,7 @@ func TestSnapshotHeaderIsTheAPIMessage(t *testing.T) {
 		if err := snapshotfile.WriteHeader(&file, h); err != nil {
 			t.Fatal(err)
 		}
-		want, err := proto.Marshal(snapshotMeta(h))
+		want, err := proto.Marshal(SnapshotMeta(h))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestSnapshotHeaderIsTheAPIMessage(t *testing.T) {
 
 		// And back: a file whose header proto.Marshal wrote, an unknown
 		// field appended as a later writer might.
-		msg := snapshotMeta(h)
+		msg := SnapshotMeta(h)
 		msg.ProtoReflect().SetUnknown(protoreflect.RawFields{0xa2, 0x06, 0x01, 'x'}) // field 100, bytes "x"
 		hdr, err := proto.Marshal(msg)
 		if err != nil {
@@ -82,7 +82,7 @@ func TestVerifySnapshotFile(t *testing.T) {
 	}
 	file.Write(state)
 	meta, err := VerifySnapshotFile(bytes.NewReader(file.Bytes()))
-	if err != nil || !proto.Equal(meta, snapshotMeta(h)) {
+	if err != nil || !proto.Equal(meta, SnapshotMeta(h)) {
 		t.Fatalf("VerifySnapshotFile: %v, %v", meta, err)
 	}
 	bad := bytes.Clone(file.Bytes())

@@ -1,4 +1,4 @@
-package api
+package apiclient
 
 import (
 	"io"
@@ -10,8 +10,8 @@ import (
 // The snapshot file format, header included, belongs to the cluster
 // (cluster/snapshotfile); the API shows its header as fak.v1.SnapshotMeta.
 
-// snapshotMeta is the API message of a snapshot file's header.
-func snapshotMeta(h *snapshotfile.Header) *fakv1.SnapshotMeta {
+// SnapshotMeta is the API message of a snapshot file's header.
+func SnapshotMeta(h *snapshotfile.Header) *fakv1.SnapshotMeta {
 	if h == nil {
 		return nil
 	}
@@ -31,8 +31,8 @@ func snapshotMeta(h *snapshotfile.Header) *fakv1.SnapshotMeta {
 
 // VerifySnapshotFile reads a snapshot file from r, checks the state after
 // its header against it (size and SHA-256) and returns the header. A file
-// that fails is a snapshotfile.FormatError. For clients (fakctl snapshot
-// save and inspect) that check a file offline.
+// that fails is a snapshotfile.FormatError. Here, not in api, so clients (fakctl snapshot
+// save and inspect) check a file offline without linking the server.
 func VerifySnapshotFile(r io.Reader) (*fakv1.SnapshotMeta, error) {
 	h, err := snapshotfile.ReadHeader(r)
 	if err != nil {
@@ -41,5 +41,5 @@ func VerifySnapshotFile(r io.Reader) (*fakv1.SnapshotMeta, error) {
 	if err := snapshotfile.CopyState(io.Discard, r, h); err != nil {
 		return nil, err
 	}
-	return snapshotMeta(h), nil
+	return SnapshotMeta(h), nil
 }
