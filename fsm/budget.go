@@ -207,21 +207,7 @@ func startsCall(usage *fsmpb.Budget) bool {
 // that starts a call (a query or a turn), so the leader decides with the
 // committed state; a gateway's admission and placement read it on a
 // replica first.
-func MayStart(env *fsmpb.Envelope, s *fsmpb.Session) string { return Exhausted(env, s) }
-
-// Limited reports whether env has a limit, or s a context cap, that could
-// refuse a call: an envelope's limits are fixed when it is made, so one
-// without any never refuses, whatever replica reads it.
-func Limited(env *fsmpb.Envelope, s *fsmpb.Session) bool {
-	l := env.GetLimits()
-	return l.GetTurns() > 0 || l.GetOutputTokens() > 0 || l.GetQueries() > 0 || l.GetSpendMicros() > 0 ||
-		l.GetToolCalls() > 0 || l.GetInputTokens() > 0 || s.GetContextCap() > 0
-}
-
-// Exhausted names the first axis of env that is used up (used >= a
-// non-zero limit), or the context axis of s, or "": a gateway refuses a
-// model call on an exhausted envelope before it reaches the upstream.
-func Exhausted(env *fsmpb.Envelope, s *fsmpb.Session) string {
+func MayStart(env *fsmpb.Envelope, s *fsmpb.Session) string {
 	// One more of everything passes a limit exactly when it is used up.
 	one := &fsmpb.Budget{Turns: 1, OutputTokens: 1, Queries: 1, SpendMicros: 1, ToolCalls: 1, InputTokens: 1}
 	if axis := overLimit(env.GetLimits(), env.GetUsed(), one); axis != "" {
@@ -231,4 +217,13 @@ func Exhausted(env *fsmpb.Envelope, s *fsmpb.Session) string {
 		return "context_tokens"
 	}
 	return ""
+}
+
+// Limited reports whether env has a limit, or s a context cap, that could
+// refuse a call: an envelope's limits are fixed when it is made, so one
+// without any never refuses, whatever replica reads it.
+func Limited(env *fsmpb.Envelope, s *fsmpb.Session) bool {
+	l := env.GetLimits()
+	return l.GetTurns() > 0 || l.GetOutputTokens() > 0 || l.GetQueries() > 0 || l.GetSpendMicros() > 0 ||
+		l.GetToolCalls() > 0 || l.GetInputTokens() > 0 || s.GetContextCap() > 0
 }

@@ -158,7 +158,7 @@ func (sc *scenario) run(t *testing.T, td *datadriven.TestData) string {
 		if err != nil {
 			return "error " + err.Error()
 		}
-		return "exhausted: " + cmp.Or(Exhausted(e, cur()), "none")
+		return "exhausted: " + cmp.Or(MayStart(e, cur()), "none")
 	case "create":
 		c = create(pos(0))
 		c.GetCreateSession().Placement = &fsmpb.Placement{RuntimeAdapter: val("adapter", ""), Provider: val("provider", ""),

@@ -194,7 +194,7 @@ func Refusals(target string, all []Decision) string {
 }
 
 // exhaustedAxis names the first axis of e that is used up — the FSM's own
-// rule (fsm.Exhausted), every axis included — by the name a refusal shows.
+// rule (fsm.MayStart), every axis included — by the name a refusal shows.
 func exhaustedAxis(e *fsmpb.Envelope) string {
 	if e == nil {
 		return ""
